@@ -1,0 +1,42 @@
+# Quick start: `make demo` and `make test` on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# CPU build of torch for the capture tests; an unpinned torch pulls a multi-GB CUDA build.
+TORCH  ?= torch==2.13.0
+DEMO_DB := $(VENV)/demo.duckdb
+DEMO_TRACES := sample_traces/cpu_attention
+
+.PHONY: demo test bench docs check-docs clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Analyzer only: what a laptop user installs.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+# Tests also need pytest and CPU torch (the capture module's round trips).
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install -q -e '.[dev]' '$(TORCH)'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/tracekit load $(DEMO_TRACES) -o $(DEMO_DB) --force
+	$(BIN)/tracekit query event_counts $(DEMO_DB) -p trace=naive
+	$(BIN)/tracekit sql $(DEMO_DB) "SELECT t.trace, a.name AS region, count(*) AS calls, round(avg(a.dur_ns) / 1000, 1) AS cpu_us_avg FROM annotations a JOIN traces t USING (trace_id) WHERE a.name LIKE 'attention:%' GROUP BY ALL ORDER BY 1"
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/bench_load.py
+
+# Regenerate the generated reference docs (a test fails when they are stale).
+docs: $(VENV)/.installed
+	$(BIN)/python -m tracekit.docgen
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

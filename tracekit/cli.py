@@ -1,0 +1,268 @@
+"""The ``tracekit`` command line: argument parsing and rendering only.
+
+Each command is a thin call into the library (``tracekit.api``); errors the
+library raises become one ``Error: ...`` line and exit code 1 in ``main``.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import traceback
+from pathlib import Path
+
+import click
+import duckdb
+
+from . import __version__, api, database, queries, render
+from .errors import ParameterError, TracekitError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def output_options(fn):
+    """The option bundle every row-printing command shares."""
+
+    @click.option(
+        "-f", "--format", "fmt", type=click.Choice(render.FORMATS), default="table", show_default=True,
+        help="Output format.",
+    )
+    @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of stdout.")
+    @click.option("--max-width", type=int, default=80, show_default=True, help="Truncate table cells (0: never).")
+    @functools.wraps(fn)
+    def wrapper(*args, fmt, output, max_width, **kwargs):
+        if fmt == "parquet" and output is None:
+            raise click.UsageError("-f parquet needs -o FILE")
+        table = fn(*args, **kwargs)
+        render.render(table, fmt, out=sys.stdout, path=output, max_width=max_width)
+
+    return wrapper
+
+
+class _Progress:
+    """Progress of a load on a terminal; silent when stderr is piped."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.shown = False
+
+    def __call__(self, done: int, total: int, name: str) -> None:
+        if not self.enabled or total < (32 << 20):
+            return
+        pct = 100 * done / total if total else 100
+        label = Path(name).name if name else "linking"
+        sys.stderr.write(f"\r\x1b[2Kloading {pct:5.1f}%  {done / 1e6:,.0f}/{total / 1e6:,.0f} MB  {label}")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+
+
+def _warn(message: str) -> None:
+    click.echo(f"Warning: {message}", err=True)
+
+
+def open_source(source: str, cache: bool = True, quiet: bool = False) -> api.Trace:
+    """A Trace for SOURCE: a .duckdb from ``tracekit load`` or raw trace file(s)."""
+    progress = _Progress(not quiet)
+    try:
+        return api.load([source], cache=cache, progress=progress, warn=_warn)
+    finally:
+        progress.close()
+
+
+def _params(pairs) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ParameterError(f"parameter {pair!r} is not of the form NAME=VALUE")
+        k, v = pair.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+source_arg = click.argument("source", metavar="SOURCE")
+cache_opt = click.option("--no-cache", "no_cache", is_flag=True, help="Re-parse a raw trace instead of using the cache.")
+queries_opt = click.option(
+    "--queries", "query_dirs", multiple=True, type=click.Path(file_okay=False, exists=True),
+    help="Extra folder of .sql queries (repeatable; also $TRACEKIT_QUERY_PATH).",
+)
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, "-V", "--version")
+@click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
+@click.pass_context
+def cli(ctx, debug):
+    """Analyze PyTorch profiler (Kineto / Chrome-JSON) traces with SQL.
+
+    SOURCE arguments take a .duckdb written by 'tracekit load' or a raw trace
+    (.json, .json.gz, or a directory of them); raw traces are loaded once and
+    cached (see 'tracekit load --help').
+
+    \b
+    Example:
+      tracekit load traces/ -o run.duckdb
+      tracekit query gpu_timeline run.duckdb
+    """
+    ctx.obj = {"debug": debug}
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="DuckDB file to write.")
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress or summary.")
+def load(paths, output, force, quiet):
+    """Load trace files or directories into a DuckDB database.
+
+    Each file is one trace (a rank, when several); directories are searched
+    for *.json and *.json.gz. The database is written atomically: on any
+    error no OUTPUT is left behind. Raw traces given to other commands are
+    cached in $TRACEKIT_CACHE_DIR (default ~/.cache/tracekit) instead.
+
+    \b
+    Example:
+      tracekit load rank0.json.gz rank1.json.gz -o run.duckdb
+      tracekit load profiler_logs/ -o run.duckdb --force
+    """
+    if output.exists() and not force:
+        raise TracekitError(f"{output}: already exists (use --force to replace it)")
+    progress = _Progress(not quiet)
+    try:
+        trace = api.load(list(paths), output=output, progress=progress, warn=_warn)
+    finally:
+        progress.close()
+    with trace:
+        n, events, gpu = trace.con.execute(
+            "SELECT count(*), sum(events), (SELECT count(*) FROM gpu_ops) FROM traces"
+        ).fetchone()
+    if not quiet:
+        click.echo(f"{output}: {n} trace(s), {events:,} events, {gpu:,} GPU ops", err=True)
+
+
+@cli.command(context_settings=CONTEXT)
+@source_arg
+@click.argument("sql")
+@cache_opt
+@output_options
+def sql(source, sql, no_cache):
+    """Run a SQL query against SOURCE.
+
+    \b
+    Example:
+      tracekit sql run.duckdb "SELECT name, count(*) FROM gpu_ops GROUP BY name ORDER BY 2 DESC"
+    """
+    with open_source(source, cache=not no_cache) as trace:
+        return trace.arrow(sql)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("name")
+@source_arg
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="Query parameter (repeatable).")
+@queries_opt
+@cache_opt
+@output_options
+def query(name, source, params, query_dirs, no_cache):
+    """Run the named query NAME against SOURCE.
+
+    'tracekit queries' lists the queries and their parameters.
+
+    \b
+    Example:
+      tracekit query gpu_timeline run.duckdb -p include_orphans=true
+      tracekit query top_kernels trace.json.gz -f csv -o kernels.csv
+    """
+    q = queries.find(name, query_dirs)
+    bound = _params(params)
+    q.bind(bound)  # fail on bad parameters before loading anything
+    with open_source(source, cache=not no_cache) as trace:
+        return trace.query_arrow(q.id, bound, query_dirs)
+
+
+@cli.command("queries", context_settings=CONTEXT)
+@queries_opt
+@click.option("-v", "--verbose", is_flag=True, help="Show descriptions, parameters and columns.")
+def list_queries(query_dirs, verbose):
+    """List the named queries (shipped and user folders).
+
+    \b
+    Example:
+      tracekit queries -v
+    """
+    for q in sorted(queries.library(query_dirs).values(), key=lambda q: q.id):
+        click.echo(f"{q.id:32} {q.title}")
+        if verbose:
+            if q.description:
+                for line in q.description.splitlines():
+                    click.echo(f"    {line}")
+            for p in q.params.values():
+                click.echo(f"    -p {p.name}={p.default}  ({p.type}) {p.doc}")
+            for c in q.columns:
+                click.echo(f"    {c.name:24} {c.type:10} {c.doc}")
+            click.echo("")
+
+
+@cli.command(context_settings=CONTEXT)
+@source_arg
+@click.option("--columns/--no-columns", default=True, help="List each table's columns.")
+@cache_opt
+@output_options
+def tables(source, columns, no_cache):
+    """List the tables and views of SOURCE with their documented columns.
+
+    \b
+    Example:
+      tracekit tables run.duckdb
+    """
+    import pyarrow as pa
+
+    with open_source(source, cache=not no_cache) as trace:
+        rows = []
+        for t in trace.tables():
+            if columns:
+                rows += [
+                    {"table": t["table"], "kind": t["kind"], "column": c, "type": typ, "doc": doc}
+                    for c, typ, doc in t["columns"]
+                ]
+            else:
+                rows.append({"table": t["table"], "kind": t["kind"], "doc": t["doc"]})
+    return pa.Table.from_pylist(rows)
+
+
+@cli.command(context_settings=CONTEXT)
+def cache():
+    """Show where raw traces are cached (delete the folder to clear it).
+
+    \b
+    Example:
+      tracekit cache
+    """
+    d = database.cache_dir()
+    files = list(d.glob("*.duckdb")) if d.is_dir() else []
+    size = sum(f.stat().st_size for f in files)
+    click.echo(f"{d}: {len(files)} cached database(s), {size / 1e6:,.1f} MB")
+
+
+def main(argv=None) -> int:
+    """Entry point: run the CLI, turning tracekit errors into one-line messages."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, prog_name="tracekit", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return 1
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except (TracekitError, duckdb.Error, OSError, ValueError) as exc:
+        if debug:
+            traceback.print_exc()
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        click.echo(f"Error: {message}", err=True)
+        return 1
+    return 0

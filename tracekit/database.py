@@ -1,0 +1,144 @@
+"""The tracekit database: building it atomically, caching it, opening it.
+
+A database is one DuckDB file holding the base tables (``ingest``), the linked
+model (``link``) and the views below. ``tracekit_info`` records the schema
+version so a file from an older tracekit is rebuilt instead of misread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import duckdb
+
+from . import __version__, ingest, link
+from .errors import TracekitError, TraceFormatError
+from .sources import Source, discover
+
+# Bump whenever a table or column changes meaning: cached databases with
+# another version are rebuilt, user-built ones are refused with advice.
+SCHEMA_VERSION = 1
+
+VIEWS = {
+    "processes": """
+        SELECT trace_id, pid,
+               max(json_extract_string(args, '$.name')) FILTER (WHERE name = 'process_name') AS name,
+               max(json_extract_string(args, '$.labels')) FILTER (WHERE name = 'process_labels') AS labels,
+               max(TRY_CAST(json_extract(args, '$.sort_index') AS BIGINT)) FILTER (WHERE name = 'process_sort_index')
+                   AS sort_index
+        FROM metadata_events
+        WHERE name IN ('process_name', 'process_labels', 'process_sort_index')
+        GROUP BY trace_id, pid""",
+    "threads": """
+        SELECT trace_id, pid, tid,
+               max(json_extract_string(args, '$.name')) FILTER (WHERE name = 'thread_name') AS name,
+               max(TRY_CAST(json_extract(args, '$.sort_index') AS BIGINT)) FILTER (WHERE name = 'thread_sort_index')
+                   AS sort_index
+        FROM metadata_events
+        WHERE name IN ('thread_name', 'thread_sort_index')
+        GROUP BY trace_id, pid, tid""",
+    "cpu_ops": "SELECT * FROM cpu_slices WHERE kind = 'cpu_op'",
+    "annotations": "SELECT * FROM cpu_slices WHERE kind = 'user_annotation'",
+    "events": """
+        SELECT id, trace_id, ordinal, 'X' AS ph, kind, cat, name, pid, tid, ts_ns, dur_ns, 'slices' AS "table" FROM slices
+        UNION ALL SELECT id, trace_id, ordinal, ph, kind, cat, name, pid, tid, ts_ns, NULL, 'instants' FROM instants
+        UNION ALL SELECT id, trace_id, ordinal, ph, kind, cat, name, pid, tid, ts_ns, NULL, 'flows' FROM flows
+        UNION ALL SELECT id, trace_id, ordinal, 'C', kind, cat, name, pid, tid, ts_ns, NULL, 'counters' FROM counters
+        UNION ALL SELECT id, trace_id, ordinal, 'M', kind, cat, name, pid, tid, ts_ns, NULL, 'metadata_events'
+            FROM metadata_events
+        UNION ALL SELECT id, trace_id, ordinal, ph, kind, cat, name, pid, tid, ts_ns, dur_ns, 'other_events'
+            FROM other_events""",
+}
+
+
+def build(con: duckdb.DuckDBPyConnection, sources: list[Source], progress=None, warn=None) -> None:
+    """Fill an empty connection with every table and view of the schema."""
+    con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
+    ingest.create_tables(con)
+    ingest.ingest(con, sources, progress=progress, warn=warn)
+    link.build(con)
+    for name, sql in VIEWS.items():
+        con.execute(f"CREATE VIEW {name} AS {sql}")
+    info = {
+        "schema_version": str(SCHEMA_VERSION),
+        "tracekit_version": __version__,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "inputs": json.dumps([str(s.path) for s in sources]),
+    }
+    con.executemany("INSERT INTO tracekit_info VALUES (?, ?)", list(info.items()))
+
+
+def build_file(paths, out: Path, progress=None, warn=None, overwrite: bool = True) -> Path:
+    """Load ``paths`` (files or directories) into the DuckDB file ``out``, atomically.
+
+    The database is written to a temporary file beside ``out`` and renamed
+    over it only when complete, so a failure leaves no half-written output.
+    """
+    return _build_file(discover(paths), Path(out), progress, warn, overwrite)
+
+
+def _build_file(sources: list[Source], out: Path, progress, warn, overwrite: bool = True) -> Path:
+    if out.exists() and not overwrite:
+        raise TracekitError(f"{out}: already exists (use --force to replace it)")
+    if not out.parent.exists():
+        raise TracekitError(f"{out}: directory {out.parent} does not exist")
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            build(con, sources, progress=progress, warn=warn)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, out)
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            if leftover.exists():
+                leftover.unlink()
+    return out
+
+
+def check_version(con: duckdb.DuckDBPyConnection, path) -> None:
+    """Refuse a database that is not a tracekit database of this schema."""
+    try:
+        rows = dict(con.execute("SELECT key, value FROM tracekit_info").fetchall())
+    except duckdb.Error:
+        raise TraceFormatError(path, "not a tracekit database (no tracekit_info table)") from None
+    found = rows.get("schema_version")
+    if found != str(SCHEMA_VERSION):
+        raise TraceFormatError(
+            path, f"built with tracekit schema {found}, this tracekit reads schema {SCHEMA_VERSION}: rebuild it with 'tracekit load'"
+        )
+
+
+def cache_dir() -> Path:
+    """Where databases of raw traces are cached: $TRACEKIT_CACHE_DIR or ~/.cache/tracekit."""
+    env = os.environ.get("TRACEKIT_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tracekit"
+
+
+def cache_key(sources: list[Source]) -> str:
+    """A key that changes when any input file changes or the schema does."""
+    h = hashlib.sha256(f"schema={SCHEMA_VERSION};tracekit={__version__}".encode())
+    for s in sources:
+        st = s.path.stat()
+        h.update(f"|{s.path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:24]
+
+
+def cached_build(paths, progress=None, warn=None) -> Path:
+    """Path of a database for raw trace ``paths``, building it on first use."""
+    sources = discover(paths)
+    directory = cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    out = directory / f"{cache_key(sources)}.duckdb"
+    if not out.exists():
+        _build_file(sources, out, progress, warn)
+    return out

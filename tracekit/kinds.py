@@ -1,0 +1,66 @@
+"""Normalized event kinds: one vocabulary for every category name in the wild.
+
+Kineto renamed its categories over the years (2021's ``Operator`` /
+``Runtime`` / ``Kernel`` became ``cpu_op`` / ``cuda_runtime`` / ``kernel``),
+ROCm keeps CUDA's names, and MTIA has its own. Queries use ``kind`` and never
+the raw ``cat``; the raw ``cat`` stays in every table for ``event_counts``.
+"""
+
+from __future__ import annotations
+
+# lower(cat) -> kind
+CATEGORY_KINDS: dict[str, str] = {
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",
+    "user_annotation": "user_annotation",
+    "python_function": "python_function",
+    "cuda_runtime": "runtime",
+    "runtime": "runtime",
+    "hip_runtime": "runtime",
+    "mtia_runtime": "runtime",
+    "xpu_runtime": "runtime",
+    "privateuse1_runtime": "runtime",
+    "cuda_driver": "driver",
+    "driver": "driver",
+    "hip_driver": "driver",
+    "xpu_driver": "driver",
+    "privateuse1_driver": "driver",
+    "kernel": "kernel",
+    "mtia_ccp_events": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "gpu_user_annotation": "gpu_user_annotation",
+    "cuda_sync": "sync",
+    "ac2g": "ac2g",
+    "async": "ac2g",
+    "async_cpu_to_gpu": "ac2g",
+    "async_gpu": "ac2g",
+    "fwdbwd": "fwdbwd",
+    "cpu_instant_event": "cpu_instant",
+    "gpu_instant_event": "gpu_instant",
+    "overhead": "overhead",
+    "trace": "trace_span",
+    "cuda_profiler_range": "profiler_range",
+}
+
+# Kinds that run on a GPU stream (pid = device, tid = stream).
+GPU_KINDS = ("kernel", "memcpy", "memset", "gpu_user_annotation", "sync", "gpu_instant")
+# GPU ops: the work whose intervals make up GPU busy time.
+GPU_OP_KINDS = ("kernel", "memcpy", "memset")
+# CPU-side slices that nest by time on one thread (python_function nests by
+# its own explicit parent ids instead, and would multiply the nesting pairs).
+CPU_NEST_KINDS = ("cpu_op", "user_annotation", "runtime", "driver", "overhead", "profiler_range")
+LAUNCH_KINDS = ("runtime", "driver")
+
+
+def kind_sql(cat: str, ph: str) -> str:
+    """SQL expression mapping columns ``cat`` and ``ph`` to a kind."""
+    cases = " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in CATEGORY_KINDS.items())
+    return (
+        f"CASE WHEN {cat} IS NULL THEN "
+        f"(CASE {ph} WHEN 'M' THEN 'metadata' WHEN 'i' THEN 'marker' WHEN 'I' THEN 'marker' "
+        f"WHEN 'C' THEN 'counter' ELSE 'unknown' END) "
+        f"ELSE coalesce(CASE lower({cat}) {cases} END, 'unknown') END"
+    )

@@ -1,0 +1,217 @@
+"""Named queries: ``.sql`` files with a documented header.
+
+A query file holds one read-only SELECT. Its leading ``--`` comment block is
+the header: a one-line title, free text, then ``@param`` and ``@column``
+lines::
+
+    -- Attention GPU time by stage, per trace.
+    --
+    -- Longer explanation.
+    --
+    -- @param include_orphans BOOLEAN = false   Count GPU ops with no launch.
+    -- @column trace VARCHAR   Trace label.
+    SELECT ... WHERE $include_orphans OR NOT orphan ORDER BY ...;
+
+Parameters are DuckDB named parameters (``$name``). A parameter used but not
+declared, or declared but not used, is an error naming the file and line.
+Queries are found in the shipped ``queries/`` folder, then in folders named
+by ``--queries DIR`` or ``$TRACEKIT_QUERY_PATH`` (``os.pathsep``-separated);
+a query's id is its path under its folder without ``.sql``, with ``/`` as
+``.`` (``core/gpu_timeline`` -> ``core.gpu_timeline``), and its bare file
+name works too when unambiguous.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ParameterError, QueryError
+
+_PARAM = re.compile(r"^@param\s+(\w+)\s+(\w+)\s*(?:=\s*(\S+))?\s*(.*)$")
+_COLUMN = re.compile(r"^@column\s+(\w+)\s+(\S+(?:\s*\[\])?)\s*(.*)$")
+_USE = re.compile(r"\$([A-Za-z_]\w*)")
+_STRING_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
+TYPES = ("BOOLEAN", "INTEGER", "BIGINT", "DOUBLE", "VARCHAR")
+
+
+@dataclass
+class Param:
+    """A declared query parameter."""
+
+    name: str
+    type: str
+    default: object
+    doc: str
+    line: int
+
+
+@dataclass
+class Column:
+    """A documented result column."""
+
+    name: str
+    type: str
+    doc: str
+
+
+@dataclass
+class Query:
+    """A named query loaded from a file."""
+
+    id: str
+    path: Path
+    title: str
+    description: str
+    sql: str
+    params: dict[str, Param] = field(default_factory=dict)
+    columns: list[Column] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """The bare name (file name without ``.sql``)."""
+        return self.id.rsplit(".", 1)[-1]
+
+    def bind(self, given: dict[str, object]) -> dict[str, object]:
+        """Check and convert user parameters; fill in defaults."""
+        unknown = sorted(set(given) - set(self.params))
+        if unknown:
+            known = ", ".join(self.params) or "none"
+            raise ParameterError(f"query {self.id}: unknown parameter {unknown[0]!r} (parameters: {known})")
+        out = {}
+        for name, p in self.params.items():
+            value = given.get(name, p.default)
+            if value is None:
+                raise ParameterError(f"query {self.id}: parameter {name!r} is required ({p.doc})")
+            out[name] = convert(value, p.type, f"query {self.id}: parameter {name!r}")
+        return out
+
+
+def convert(value, typ: str, what: str):
+    """Convert a parameter value (often a CLI string) to ``typ``."""
+    if not isinstance(value, str):
+        if typ == "BOOLEAN" and isinstance(value, bool):
+            return value
+        if typ in ("INTEGER", "BIGINT") and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if typ == "DOUBLE" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        value = str(value)
+    try:
+        if typ == "BOOLEAN":
+            low = value.strip().lower()
+            if low in ("true", "1", "yes", "on"):
+                return True
+            if low in ("false", "0", "no", "off"):
+                return False
+            raise ValueError
+        if typ in ("INTEGER", "BIGINT"):
+            return int(value)
+        if typ == "DOUBLE":
+            return float(value)
+    except ValueError:
+        raise ParameterError(f"{what} must be {typ}, got {value!r}") from None
+    return value
+
+
+def parse(path: Path, qid: str) -> Query:
+    """Parse a query file's header and body; raise QueryError on a bad header."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    header: list[tuple[int, str]] = []
+    body_start = 0
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if s.startswith("--"):
+            header.append((i + 1, s[2:].strip()))
+            continue
+        if not s and not header:
+            continue
+        body_start = i
+        break
+    else:
+        body_start = len(lines)
+    where = f"{path}"
+    if not header or not header[0][1]:
+        raise QueryError(f"{where}:1: query has no header (a '-- Title.' comment line first)")
+    title = header[0][1]
+    desc: list[str] = []
+    params: dict[str, Param] = {}
+    columns: list[Column] = []
+    for lineno, s in header[1:]:
+        if s.startswith("@param"):
+            m = _PARAM.match(s)
+            if not m or m.group(2).upper() not in TYPES:
+                raise QueryError(f"{where}:{lineno}: bad @param line (want '@param name TYPE [= default] doc', TYPE in {TYPES})")
+            name, typ, default, doc = m.group(1), m.group(2).upper(), m.group(3), m.group(4)
+            dv = None if default is None else convert(default, typ, f"{where}:{lineno}: default of {name}")
+            params[name] = Param(name, typ, dv, doc, lineno)
+        elif s.startswith("@column"):
+            m = _COLUMN.match(s)
+            if not m:
+                raise QueryError(f"{where}:{lineno}: bad @column line (want '@column name TYPE doc')")
+            columns.append(Column(m.group(1), m.group(2).upper().replace(" ", ""), m.group(3)))
+        elif s.startswith("@"):
+            raise QueryError(f"{where}:{lineno}: unknown header tag {s.split()[0]!r}")
+        elif not columns and not params:
+            desc.append(s)
+    sql = "\n".join(lines[body_start:]).strip()
+    if not sql:
+        raise QueryError(f"{where}: query has no SQL after its header")
+    used = {}
+    bare = _STRING_OR_COMMENT.sub(lambda m: " " * len(m.group(0)), sql)
+    for m in _USE.finditer(bare):
+        used.setdefault(m.group(1), body_start + 1 + bare.count("\n", 0, m.start()))
+    for name, lineno in used.items():
+        if name not in params:
+            raise QueryError(f"{where}:{lineno}: parameter ${name} is used but not declared with @param")
+    for name, p in params.items():
+        if name not in used:
+            raise QueryError(f"{where}:{p.line}: parameter {name!r} is declared but not used")
+    return Query(qid, path, title, "\n".join(desc).strip(), sql.rstrip(";").strip(), params, columns)
+
+
+def shipped_dir() -> Path:
+    """The shipped queries folder: in the wheel or, from a checkout, the repository's."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "queries", here.parent / "queries"):
+        if candidate.is_dir():
+            return candidate
+    raise QueryError("the shipped queries folder is missing from this installation")
+
+
+def search_path(extra_dirs=()) -> list[Path]:
+    """Folders searched for queries, shipped first."""
+    dirs = [shipped_dir()]
+    env = os.environ.get("TRACEKIT_QUERY_PATH", "")
+    for d in [*extra_dirs, *[e for e in env.split(os.pathsep) if e]]:
+        p = Path(d)
+        if not p.is_dir():
+            raise QueryError(f"{p}: query folder does not exist")
+        dirs.append(p)
+    return dirs
+
+
+def library(extra_dirs=()) -> dict[str, Query]:
+    """All queries by id. A user query with a shipped query's id replaces it."""
+    out: dict[str, Query] = {}
+    for root in search_path(extra_dirs):
+        for path in sorted(root.rglob("*.sql")):
+            qid = ".".join(path.relative_to(root).with_suffix("").parts)
+            out[qid] = parse(path, qid)
+    return out
+
+
+def find(name: str, extra_dirs=()) -> Query:
+    """Look a query up by id or bare name."""
+    lib = library(extra_dirs)
+    if name in lib:
+        return lib[name]
+    matches = [q for q in lib.values() if q.name == name]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise QueryError(f"query name {name!r} is ambiguous: {', '.join(q.id for q in matches)}")
+    raise QueryError(f"no query named {name!r} (run 'tracekit queries' to list them)")

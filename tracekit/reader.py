@@ -1,0 +1,372 @@
+"""Reading trace files: cut the events array out of a trace without parsing it.
+
+A Kineto trace is one JSON object whose ``traceEvents`` array holds almost all
+of the bytes. Parsing the whole object in Python (or as one DuckDB JSON value)
+is the slow path the design notes measured (20+ s, GBs of RAM for 500 MB).
+Instead we stream the file once: the small keys before the array are parsed
+with ``json``, the array's bytes are copied into part files of about
+``PART_BYTES`` each (split between two events, so DuckDB can read the parts
+in parallel), and the keys after the array are parsed from the tail.
+
+Splitting and the end of the array are found by cheap byte searches, not by
+a full parse; DuckDB's parse of the parts validates them. If that parse fails,
+``stage_exact`` re-stages the file with an exact (slow) parse, which either
+succeeds or reports the JSON error with its line and column.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import NotATraceError, TraceFormatError
+
+BLOCK_BYTES = 4 << 20
+PART_BYTES = 32 << 20
+# Keys before traceEvents are small in practice; past this the file is
+# treated as malformed rather than buffered without bound.
+MAX_HEAD_BYTES = 256 << 20
+# How many non-matching "]" to scan past once a candidate end of the events
+# array was found (arrays of later top-level keys end in "]" too).
+_TAIL_PATIENCE = 256
+
+_WS = " \t\n\r"
+_SPLIT = re.compile(rb"\}\s*,\s*\{")
+_DECODER = json.JSONDecoder()
+
+
+@dataclass
+class StagedTrace:
+    """One input file whose events now sit in JSON-array part files."""
+
+    path: Path
+    form: str  # "object" (Kineto) or "array" (bare Chrome array)
+    header: dict = field(default_factory=dict)  # top-level keys except traceEvents
+    parts: list[Path] = field(default_factory=list)
+    body_bytes: int = 0  # bytes of the events array as written in the file
+    exact: bool = False  # staged by the slow exact parser
+
+
+def open_stream(path: Path):
+    """Open ``path`` for binary reading, decompressing gzip transparently."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise TraceFormatError(path, "no such file") from None
+    except IsADirectoryError:
+        raise TraceFormatError(path, "is a directory, not a trace file") from None
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot open: {exc.strerror or exc}") from None
+    magic = fh.read(2)
+    fh.seek(0)
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=fh, mode="rb")
+    return fh
+
+
+def _read(stream, path: Path, n: int) -> bytes:
+    try:
+        return stream.read(n)
+    except EOFError:
+        raise TraceFormatError(path, "truncated gzip stream (the file ends before the compressed data does)") from None
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise TraceFormatError(path, f"corrupt gzip data ({exc})") from None
+    except OSError as exc:
+        raise TraceFormatError(path, f"read error: {exc}") from None
+
+
+def _skip_ws(text: str, i: int) -> int:
+    n = len(text)
+    while i < n and text[i] in _WS:
+        i += 1
+    return i
+
+
+class _NeedMore(Exception):
+    """The head of the file is incomplete in the buffer read so far."""
+
+
+def _json_error(path: Path, text: str, exc: json.JSONDecodeError, offset: int = 0) -> TraceFormatError:
+    # Report the position in the whole file, not in our buffer.
+    line = text.count("\n", 0, exc.pos) + 1
+    return TraceFormatError(path, f"invalid JSON near byte {offset + exc.pos} (line {line} of the header): {exc.msg}")
+
+
+def _parse_head(text: str, at_eof: bool, path: Path):
+    """Parse up to the opening ``[`` of the events array.
+
+    Returns ``(form, header, index_after_bracket)``; raises ``_NeedMore`` when
+    the buffer ends first and more data exists.
+    """
+    i = _skip_ws(text, 0)
+    if text.startswith("\ufeff", i):
+        i = _skip_ws(text, i + 1)
+    if i >= len(text):
+        if at_eof:
+            raise TraceFormatError(path, "empty file")
+        raise _NeedMore
+    first = text[i]
+    if first == "[":
+        return "array", {}, i + 1
+    if first != "{":
+        raise TraceFormatError(path, f"not JSON: the file starts with {text[i:i + 20]!r}")
+    i += 1
+    header: dict = {}
+    try:
+        while True:
+            i = _skip_ws(text, i)
+            if i >= len(text):
+                raise IndexError
+            if text[i] == "}":
+                raise NotATraceError(path, "JSON without events: no 'traceEvents' array")
+            if text[i] != '"':
+                raise json.JSONDecodeError("expected a quoted key", text, i)
+            key, i = _DECODER.raw_decode(text, i)
+            i = _skip_ws(text, i)
+            if text[i] != ":":
+                raise json.JSONDecodeError("expected ':'", text, i)
+            i = _skip_ws(text, i + 1)
+            if key == "traceEvents":
+                if text[i] != "[":
+                    raise TraceFormatError(path, f"'traceEvents' is not an array (starts with {text[i:i + 20]!r})")
+                return "object", header, i + 1
+            header[key], i = _DECODER.raw_decode(text, i)
+            i = _skip_ws(text, i)
+            if text[i] == ",":
+                i += 1
+            elif text[i] == "}":
+                raise NotATraceError(path, "JSON without events: no 'traceEvents' array")
+            else:
+                raise json.JSONDecodeError("expected ',' or '}'", text, i)
+    except (IndexError, json.JSONDecodeError) as exc:
+        if not at_eof:
+            raise _NeedMore from None
+        if isinstance(exc, IndexError):
+            raise TraceFormatError(path, "truncated JSON: the file ends inside the top-level object") from None
+        raise _json_error(path, text, exc) from None
+
+
+def _tail_object(text: str, i: int) -> dict | None:
+    """Parse ``(, "key": value)* }`` followed only by whitespace, or None."""
+    out: dict = {}
+    try:
+        j = _skip_ws(text, i)
+        while text[j] == ",":
+            j = _skip_ws(text, j + 1)
+            if text[j] != '"':
+                return None
+            key, j = _DECODER.raw_decode(text, j)
+            j = _skip_ws(text, j)
+            if text[j] != ":":
+                return None
+            out[key], j = _DECODER.raw_decode(text, _skip_ws(text, j + 1))
+            j = _skip_ws(text, j)
+        if text[j] != "}" or _skip_ws(text, j + 1) != len(text):
+            return None
+    except (IndexError, json.JSONDecodeError):
+        return None
+    return out
+
+
+def _find_array_end(tail: str, form: str) -> tuple[int, dict] | None:
+    """Find where the events array ends in ``tail`` (index of its ``]``).
+
+    Every "]" inside an event is followed by more of the array, so the
+    earliest "]" followed by a valid end of the top-level object is the end
+    of the events array; later ones close arrays of keys written after it.
+    Returns ``(index, trailing_keys)`` or None when no end is in the tail.
+    """
+    if form == "array":
+        j = len(tail.rstrip(_WS))
+        if j and tail[j - 1] == "]":
+            return j - 1, {}
+        return None
+    best = None
+    misses = 0
+    hi = len(tail)
+    while True:
+        k = tail.rfind("]", 0, hi)
+        if k < 0:
+            break
+        rest = _tail_object(tail, k + 1)
+        if rest is not None:
+            best, misses = (k, rest), 0
+        elif best is not None:
+            misses += 1
+            if misses >= _TAIL_PATIENCE:
+                break
+        hi = k
+    return best
+
+
+class _PartWriter:
+    """Writes the events array's bytes into JSON-array part files."""
+
+    def __init__(self, workdir: Path, stem: str, split: bool):
+        self.workdir, self.stem, self.split = workdir, stem, split
+        self.parts: list[list] = []  # [path, body offset of first byte, content bytes]
+        self.fh = None
+        self._open(0)
+
+    def _open(self, body_offset: int):
+        path = self.workdir / f"{self.stem}.{len(self.parts):04d}.json"
+        self.fh = open(path, "wb")
+        self.fh.write(b"[")
+        self.parts.append([path, body_offset, 0])
+
+    def write(self, data: bytes, body_offset: int):
+        part = self.parts[-1]
+        while self.split and part[2] + len(data) > PART_BYTES:
+            m = _SPLIT.search(data, max(0, PART_BYTES - part[2]))
+            if m is None:
+                break
+            cut = m.start() + 1  # keep the closing "}" of the event
+            self.fh.write(data[:cut])
+            part[2] += cut
+            self.fh.write(b"]")
+            self.fh.close()
+            nxt = m.end() - 1  # the next event's "{"
+            data, body_offset = data[nxt:], body_offset + nxt
+            self._open(body_offset)
+            part = self.parts[-1]
+        self.fh.write(data)
+        part[2] += len(data)
+
+    def finish(self, end: int, strip_comma: bool) -> list[Path]:
+        """Cut the content at body offset ``end`` and close every part."""
+        self.fh.close()
+        while len(self.parts) > 1 and self.parts[-1][1] >= end:
+            os.unlink(self.parts.pop()[0])
+        path, start, _ = self.parts[-1]
+        keep = 1 + end - start
+        with open(path, "r+b") as fh:
+            if strip_comma:
+                # An unterminated Chrome array may end with "," after the last event.
+                fh.seek(1)
+                content = fh.read(keep - 1).rstrip()
+                if content.endswith(b","):
+                    content = content[:-1]
+                keep = 1 + len(content)
+            fh.truncate(keep)
+            fh.seek(keep)
+            fh.write(b"]")
+        return [p[0] for p in self.parts]
+
+
+def stage(path: Path, workdir: Path, stem: str, split: bool = True) -> StagedTrace:
+    """Copy the events array of ``path`` into part files under ``workdir``.
+
+    Raises ``TraceFormatError`` for unreadable or structurally bad files.
+    """
+    path = Path(path)
+    with open_stream(path) as stream:
+        buf = b""
+        at_eof = False
+        while True:
+            chunk = _read(stream, path, BLOCK_BYTES)
+            at_eof = not chunk
+            buf += chunk
+            text = buf.decode("utf-8", "surrogateescape")
+            try:
+                form, header, idx = _parse_head(text, at_eof, path)
+                break
+            except _NeedMore:
+                if len(buf) > MAX_HEAD_BYTES:
+                    raise TraceFormatError(
+                        path, f"no 'traceEvents' array in the first {MAX_HEAD_BYTES >> 20} MB of the top-level object"
+                    ) from None
+        start = len(text[:idx].encode("utf-8", "surrogateescape"))
+        writer = _PartWriter(workdir, stem, split)
+        body = buf[start:]
+        offset = 0
+        recent = [b"", b""]  # the last two blocks: where the array usually ends
+        while True:
+            if body:
+                writer.write(body, offset)
+                offset += len(body)
+                recent = [recent[1], body]
+            if at_eof:
+                break
+            body = _read(stream, path, BLOCK_BYTES)
+            at_eof = not body
+    # The array ends in the last blocks unless the keys after it are huge.
+    prev = b"".join(recent)
+    tail_start = offset - len(prev)
+    tail = prev.decode("utf-8", "surrogateescape")
+    found = _find_array_end(tail, form)
+    if found is None:
+        if form == "array":
+            # Chrome's array format allows the closing bracket to be missing.
+            parts = writer.finish(offset, strip_comma=True)
+            return StagedTrace(path, form, {}, parts, offset)
+        writer.finish(offset, strip_comma=False)
+        raise TraceFormatError(path, "truncated JSON: the 'traceEvents' array is never closed")
+    k, trailing = found
+    end = tail_start + len(tail[:k].encode("utf-8", "surrogateescape"))
+    header.update(trailing)
+    parts = writer.finish(end, strip_comma=False)
+    return StagedTrace(path, form, header, parts, end)
+
+
+def stage_exact(path: Path, workdir: Path, stem: str) -> StagedTrace:
+    """Stage ``path`` by a full JSON parse: slow, but exact about every byte.
+
+    Used when the fast staging produced parts DuckDB could not parse: either
+    the file is malformed (this reports where) or a split point guessed by
+    ``stage`` was wrong. Each event is copied as its original text, so no
+    number is re-rounded.
+    """
+    path = Path(path)
+    with open_stream(path) as stream:
+        raw = _read(stream, path, -1)
+    text = raw.decode("utf-8", "surrogateescape")
+    del raw
+    form, header, i = _parse_head(text, True, path)
+    out_path = workdir / f"{stem}.exact.json"
+    try:
+        with open(out_path, "w", encoding="utf-8", errors="surrogateescape") as out:
+            out.write("[")
+            i = _skip_ws(text, i)
+            first = True
+            if i < len(text) and text[i] == "]":
+                i += 1
+            else:
+                while True:
+                    if i >= len(text) and form == "array":
+                        break  # unterminated Chrome array
+                    _, j = _DECODER.raw_decode(text, i)
+                    if not first:
+                        out.write(",")
+                    out.write(text[i:j])
+                    first = False
+                    i = _skip_ws(text, j)
+                    if i >= len(text) and form == "array":
+                        break
+                    if text[i] == "]":
+                        i += 1
+                        break
+                    if text[i] != ",":
+                        raise json.JSONDecodeError("expected ',' or ']' between events", text, i)
+                    i = _skip_ws(text, i + 1)
+                    if form == "array" and i >= len(text):
+                        break
+            out.write("]")
+        if form == "object":
+            trailing = _tail_object(text, i)
+            if trailing is None:
+                raise json.JSONDecodeError("invalid JSON after the 'traceEvents' array", text, i)
+            header.update(trailing)
+        elif _skip_ws(text, i) != len(text):
+            raise json.JSONDecodeError("extra data after the events array", text, i)
+    except json.JSONDecodeError as exc:
+        line = text.count("\n", 0, exc.pos) + 1
+        col = exc.pos - text.rfind("\n", 0, exc.pos)
+        raise TraceFormatError(path, f"invalid JSON at line {line} column {col}: {exc.msg}") from None
+    except IndexError:
+        raise TraceFormatError(path, "truncated JSON: the file ends inside the events array") from None
+    return StagedTrace(path, form, header, [out_path], len(text), exact=True)

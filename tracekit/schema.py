@@ -1,0 +1,381 @@
+"""The documented schema: every table, view and column, with units.
+
+``docs/schema.md`` is generated from this (``python -m tracekit.docgen``),
+``tracekit tables`` prints it, and a test fails when a column of a loaded
+database is missing here, or documented here but missing there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Col:
+    """A documented column."""
+
+    name: str
+    type: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """A documented table or view."""
+
+    name: str
+    kind: str  # "table" or "view"
+    group: str
+    doc: str
+    columns: tuple[Col, ...]
+
+
+def _cols(spec: str) -> tuple[Col, ...]:
+    """Parse ``name TYPE  doc`` lines."""
+    out = []
+    for line in spec.strip().splitlines():
+        if not line.strip():
+            continue
+        name, typ, doc = line.strip().split(None, 2)
+        out.append(Col(name, typ, doc))
+    return tuple(out)
+
+
+_EVENT_ID = """
+id BIGINT  Row id, unique across the database; GPU ops, launches and CPU slices join on it.
+trace_id INTEGER  The trace (input file) the event came from: traces.trace_id.
+ordinal BIGINT  Position of the event in the file's traceEvents array, from 0.
+kind VARCHAR  Normalized category (cpu_op, user_annotation, python_function, runtime, driver, kernel, memcpy, memset, gpu_user_annotation, sync, ac2g, fwdbwd, cpu_instant, overhead, trace_span, metadata, marker, counter, unknown, ...): the same kind for legacy, ROCm and MTIA names.
+cat VARCHAR  Category exactly as written in the file (NULL when absent).
+name VARCHAR  Event name as written.
+pid VARCHAR  Process id as written (GPU events: the device; strings such as "Spans" are kept).
+tid VARCHAR  Thread id as written (GPU events: the stream).
+"""
+_ARGS = """
+args JSON  The event's complete args object, as written.
+extra JSON  The whole event, when it has keys beyond ph, cat, name, pid, tid, ts, dur, id, bp, s and args (otherwise NULL).
+"""
+_SLICE_HOT = """
+ts_ns BIGINT  Start, integer nanoseconds on the trace's clock (ts in µs x 1000, exact).
+dur_ns BIGINT  Duration, integer nanoseconds (exact).
+end_ns BIGINT  ts_ns + dur_ns.
+correlation BIGINT  args.correlation: links a GPU op to the runtime call that launched it (unique per trace, not across traces).
+external_id BIGINT  args["External id"] (or legacy "external id"): links runtime calls and GPU ops to their CPU op.
+device INTEGER  args.device: the GPU index of a GPU event.
+stream BIGINT  args.stream: the GPU stream of a GPU event.
+grid INTEGER[]  args.grid: kernel grid dimensions [x, y, z].
+block INTEGER[]  args.block: kernel block dimensions [x, y, z].
+registers_per_thread INTEGER  args["registers per thread"].
+shared_memory_bytes BIGINT  args["shared memory"]: static + dynamic shared memory per block, bytes.
+blocks_per_sm DOUBLE  args["blocks per SM"] as reported by CUPTI.
+warps_per_sm DOUBLE  args["warps per SM"] as reported by CUPTI.
+est_occupancy_pct DOUBLE  args["est. achieved occupancy %"] as reported by CUPTI (0 for cuLaunchKernelEx launches).
+bytes BIGINT  args.bytes: bytes moved by a memcpy or set by a memset.
+memory_bandwidth_gbps DOUBLE  args["memory bandwidth (GB/s)"] of a memcpy/memset.
+input_dims JSON  args["Input Dims"]: shapes of a CPU op's inputs (record_shapes).
+input_types JSON  args["Input type"]: dtypes of a CPU op's inputs.
+input_strides JSON  args["Input Strides"].
+concrete_inputs JSON  args["Concrete Inputs"]: scalar argument values.
+sequence_number BIGINT  args["Sequence number"]: autograd sequence number (forward/backward pairing).
+fwd_thread_id BIGINT  args["Fwd thread id"].
+record_function_id BIGINT  args["Record function id"].
+python_id BIGINT  args["Python id"] of a python_function event.
+python_parent_id BIGINT  args["Python parent id"]: the enclosing python_function's python_id.
+collective_name VARCHAR  args["Collective name"] (record_param_comms / NCCL kernels).
+in_msg_nelems BIGINT  args["In msg nelems"].
+out_msg_nelems BIGINT  args["Out msg nelems"].
+group_size INTEGER  args["Group size"].
+collective_dtype VARCHAR  args.dtype of a collective.
+in_split_size VARCHAR  args["In split size"].
+out_split_size VARCHAR  args["Out split size"].
+pg_name VARCHAR  args["Process Group Name"].
+pg_desc VARCHAR  args["Process Group Description"].
+pg_ranks VARCHAR  args["Process Group Ranks"].
+cbid INTEGER  args.cbid: CUPTI callback id of a runtime/driver call.
+"""
+_CPU_SLICE = """
+id BIGINT  slices.id.
+trace_id INTEGER  traces.trace_id.
+kind VARCHAR  cpu_op, user_annotation, runtime, driver, overhead or profiler_range.
+name VARCHAR  Name as written.
+pid VARCHAR  Process id.
+tid VARCHAR  Thread id.
+ts_ns BIGINT  Start, ns.
+dur_ns BIGINT  Duration, ns.
+end_ns BIGINT  End, ns.
+depth INTEGER  Number of enclosing slices on the same thread (0 = top level).
+parent_id BIGINT  Innermost enclosing slice (cpu_slices.id), NULL at top level.
+root_id BIGINT  Outermost enclosing slice (itself at top level).
+children INTEGER  Number of direct children.
+self_ns BIGINT  dur_ns minus the time covered by direct children (clipped to this slice), ns.
+external_id BIGINT  slices.external_id.
+correlation BIGINT  slices.correlation (runtime/driver calls).
+sequence_number BIGINT  slices.sequence_number.
+record_function_id BIGINT  slices.record_function_id.
+input_dims JSON  slices.input_dims.
+input_types JSON  slices.input_types.
+concrete_inputs JSON  slices.concrete_inputs.
+"""
+
+_TABLES = [
+    Table(
+        "traces", "table", "base",
+        "One row per input file (a trace; a rank in a distributed run).",
+        _cols("""
+trace_id INTEGER  Id of the trace within this database, from 1.
+trace VARCHAR  Display label: the file name without .json/.gz/.pt.trace (with parent folders when names repeat).
+path VARCHAR  The file as given.
+form VARCHAR  "object" (Kineto: top-level object with traceEvents) or "array" (bare Chrome event array).
+file_bytes BIGINT  Size of the file on disk (compressed size for .gz), bytes.
+events_bytes BIGINT  Size of the traceEvents array, uncompressed bytes.
+events BIGINT  Number of events in traceEvents (= sum of event_counts for the trace).
+rank INTEGER  Distributed rank: distributedInfo.rank, else a "rankN" in the file or folder name, else NULL.
+rank_source VARCHAR  Where rank came from: "distributedInfo", "file name" or NULL.
+world_size INTEGER  distributedInfo.world_size.
+schema_version VARCHAR  Top-level schemaVersion.
+trace_name VARCHAR  Top-level traceName (the path the profiler wrote to).
+display_time_unit VARCHAR  Top-level displayTimeUnit (display only: ts is always in µs).
+base_time_ns BIGINT  Top-level baseTimeNanoseconds: add to relative timestamps for wall-clock time (NULL when absent).
+first_ts_ns BIGINT  Earliest event start (metadata events excluded), ns.
+last_end_ns BIGINT  Latest event end (metadata events excluded), ns.
+distributed_info JSON  Top-level distributedInfo object.
+metadata JSON  Every top-level key of the file except traceEvents, as written (deviceProperties, user metadata, ...).
+"""),
+    ),
+    Table(
+        "devices", "table", "base",
+        "GPU properties from the trace's deviceProperties, one row per device per trace.",
+        _cols("""
+trace_id INTEGER  traces.trace_id.
+device INTEGER  Device index (deviceProperties[].id; gpu_ops.device).
+name VARCHAR  Device name, e.g. "NVIDIA A100-SXM4-80GB", "AMD Instinct MI300X".
+compute_capability VARCHAR  computeMajor.computeMinor (gfx major/minor on ROCm).
+total_global_mem_bytes BIGINT  totalGlobalMem, bytes.
+num_sms INTEGER  numSms: streaming multiprocessors (compute units on AMD).
+warp_size INTEGER  warpSize (32 NVIDIA, 64 AMD).
+max_threads_per_block INTEGER  maxThreadsPerBlock.
+max_threads_per_sm INTEGER  maxThreadsPerMultiprocessor.
+regs_per_block INTEGER  regsPerBlock.
+regs_per_sm INTEGER  regsPerMultiprocessor (NULL when not reported).
+shared_mem_per_block_bytes BIGINT  sharedMemPerBlock, bytes.
+shared_mem_per_sm_bytes BIGINT  sharedMemPerMultiprocessor (or maxSharedMemoryPerMultiProcessor), bytes.
+shared_mem_per_block_optin_bytes BIGINT  sharedMemPerBlockOptin, bytes.
+props JSON  The full deviceProperties entry.
+"""),
+    ),
+    Table(
+        "slices", "table", "base",
+        "Complete events (ph X): CPU ops, annotations, python functions, runtime calls, GPU ops, ... with the hot args as typed columns.",
+        _cols(_EVENT_ID + _SLICE_HOT + _ARGS),
+    ),
+    Table(
+        "instants", "table", "base",
+        "Instant events (ph i, I, R): memory events, markers such as 'Iteration Start'.",
+        _cols(_EVENT_ID + """
+ph VARCHAR  Phase as written.
+ts_ns BIGINT  Time, ns.
+scope VARCHAR  Instant scope s ("g" global, "p" process, "t" thread).
+""" + _ARGS),
+    ),
+    Table(
+        "flows", "table", "base",
+        "Flow events (ph s, t, f): ac2g (launch -> GPU op), fwdbwd (forward -> backward), legacy async flows.",
+        _cols(_EVENT_ID + """
+ph VARCHAR  s (start), t (step) or f (end).
+ts_ns BIGINT  Time, ns (for ac2g: the launch's or the GPU op's start).
+flow_id VARCHAR  Flow id exactly as written (for ac2g: the correlation id); VARCHAR because some exceed int64.
+bp VARCHAR  Binding point ("e": enclosing slice).
+""" + _ARGS),
+    ),
+    Table(
+        "counters", "table", "base",
+        "Counter events (ph C); args holds the series values.",
+        _cols(_EVENT_ID + "ts_ns BIGINT  Time, ns.\n" + _ARGS),
+    ),
+    Table(
+        "metadata_events", "table", "base",
+        "Metadata events (ph M): process/thread names, labels and sort indices (see the processes and threads views).",
+        _cols(_EVENT_ID + "ts_ns BIGINT  Time when written, ns (often 0 or NULL).\n" + _ARGS),
+    ),
+    Table(
+        "other_events", "table", "base",
+        "Every event whose phase is none of the above (B/E, async b/e/n, samples, ...) or missing: kept, not dropped.",
+        _cols(_EVENT_ID + """
+ph VARCHAR  Phase as written (NULL when absent).
+ts_ns BIGINT  Time, ns.
+dur_ns BIGINT  Duration, ns, when the event has dur.
+flow_id VARCHAR  The event's id, when it has one.
+bp VARCHAR  bp, when present.
+scope VARCHAR  s, when present.
+""" + _ARGS),
+    ),
+    Table(
+        "tracekit_info", "table", "base",
+        "How this database was made: schema_version, tracekit_version, created_at, inputs.",
+        _cols("""
+key VARCHAR  schema_version, tracekit_version, created_at (UTC) or inputs (JSON list of paths).
+value VARCHAR  The value.
+"""),
+    ),
+    Table(
+        "cpu_slices", "table", "linked",
+        "CPU-side slices that nest by time on one thread (cpu_op, user_annotation, runtime, driver, overhead), with their place in the stack. python_function events nest by python_parent_id instead.",
+        _cols(_CPU_SLICE),
+    ),
+    Table(
+        "cpu_ancestors", "table", "linked",
+        "Every (slice, enclosing slice) pair of cpu_slices on one thread: the stack of each slice. A child may end up to 1 µs after its parent (profiler clock skew).",
+        _cols("""
+id BIGINT  The enclosed slice (cpu_slices.id).
+ancestor_id BIGINT  An enclosing slice (cpu_slices.id).
+trace_id INTEGER  traces.trace_id.
+ancestor_kind VARCHAR  Kind of the enclosing slice.
+ancestor_name VARCHAR  Name of the enclosing slice.
+ancestor_ts_ns BIGINT  Start of the enclosing slice, ns.
+ancestor_dur_ns BIGINT  Duration of the enclosing slice, ns.
+"""),
+    ),
+    Table(
+        "runtime_calls", "table", "linked",
+        "Runtime and driver API calls (cudaLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch, hipLaunchKernel, cudaMemcpyAsync, ...) with their enclosing CPU op stack.",
+        _cols("""
+id BIGINT  slices.id of the call.
+trace_id INTEGER  traces.trace_id.
+kind VARCHAR  runtime or driver.
+api VARCHAR  API name, e.g. cudaLaunchKernel.
+pid VARCHAR  Process id.
+tid VARCHAR  Thread id.
+ts_ns BIGINT  Start, ns.
+dur_ns BIGINT  Duration (CPU time of the call), ns.
+end_ns BIGINT  End, ns.
+correlation BIGINT  Correlation id shared with the GPU ops it launched.
+external_id BIGINT  External id of the CPU op that made the call.
+cbid INTEGER  CUPTI callback id.
+cpu_op_id BIGINT  Innermost enclosing cpu_op (cpu_slices.id), NULL when none.
+top_op_id BIGINT  Outermost enclosing cpu_op.
+annotation_id BIGINT  Innermost enclosing user_annotation (record_function range).
+annotations VARCHAR[]  Names of all enclosing user_annotations, outermost first.
+graph_launch BOOLEAN  The call is a CUDA/HIP graph launch (one correlation for many GPU ops).
+flow_matches BOOLEAN  An ac2g flow with this correlation starts at this call (same thread and time); false if such flows exist but none does; NULL if the trace has no ac2g flow for it.
+"""),
+    ),
+    Table(
+        "gpu_ops", "table", "linked",
+        "GPU ops (kernels, memcpys, memsets) linked to their launch and, through it, the CPU op stack. GPU ops whose launch is not in the trace are kept with orphan = true.",
+        _cols("""
+id BIGINT  slices.id of the GPU op.
+trace_id INTEGER  traces.trace_id.
+kind VARCHAR  kernel, memcpy or memset.
+name VARCHAR  Kernel name (or "Memcpy DtoD (Device -> Device)", ...), as written.
+device INTEGER  GPU index (args.device, else pid).
+stream BIGINT  Stream (args.stream, else tid).
+pid VARCHAR  pid as written.
+tid VARCHAR  tid as written.
+ts_ns BIGINT  Start on the GPU, ns.
+dur_ns BIGINT  Duration on the GPU, ns.
+end_ns BIGINT  End on the GPU, ns.
+correlation BIGINT  Correlation id.
+external_id BIGINT  External id.
+launch_id BIGINT  The runtime call that launched it (runtime_calls.id); NULL for orphans.
+launch_api VARCHAR  API of the launch (cudaLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch, hipExtModuleLaunchKernel, ...).
+launch_tid VARCHAR  Thread of the launch.
+launch_ts_ns BIGINT  Start of the launch call, ns (ts_ns - launch_ts_ns is the queueing delay).
+orphan BOOLEAN  No launch in the trace (queued before profiling began): kept, and each query says whether it counts them.
+via_graph BOOLEAN  Launched by a graph launch (one launch, many GPU ops).
+launch_candidates INTEGER  Runtime calls in the trace with this correlation (more than 1: the one that began last before the GPU op was chosen).
+cpu_op_id BIGINT  Innermost cpu_op enclosing the launch (cpu_slices.id).
+cpu_op_name VARCHAR  Its name, e.g. aten::_flash_attention_forward.
+top_op_id BIGINT  Outermost cpu_op enclosing the launch.
+top_op_name VARCHAR  Its name, e.g. aten::scaled_dot_product_attention.
+annotation_id BIGINT  Innermost user_annotation enclosing the launch.
+annotation_name VARCHAR  Its name, e.g. attn_fwd.
+annotations VARCHAR[]  All user_annotations enclosing the launch, outermost first (ProfilerStep#N, ...).
+grid INTEGER[]  Grid dimensions.
+block INTEGER[]  Block dimensions.
+registers_per_thread INTEGER  Registers per thread.
+shared_memory_bytes BIGINT  Shared memory per block, bytes.
+blocks_per_sm DOUBLE  Reported blocks per SM.
+warps_per_sm DOUBLE  Reported warps per SM.
+est_occupancy_pct DOUBLE  Reported achieved occupancy estimate, %.
+bytes BIGINT  Bytes moved (memcpy/memset).
+memory_bandwidth_gbps DOUBLE  Reported bandwidth (memcpy/memset), GB/s.
+"""),
+    ),
+    Table(
+        "cpu_ops", "view", "linked",
+        "cpu_slices of kind cpu_op (aten:: and other operators).",
+        _cols(_CPU_SLICE),
+    ),
+    Table(
+        "annotations", "view", "linked",
+        "cpu_slices of kind user_annotation (record_function ranges, ProfilerStep#N).",
+        _cols(_CPU_SLICE),
+    ),
+    Table(
+        "processes", "view", "linked",
+        "Process names, labels and sort order from metadata events.",
+        _cols("""
+trace_id INTEGER  traces.trace_id.
+pid VARCHAR  Process id.
+name VARCHAR  process_name.
+labels VARCHAR  process_labels (e.g. "CPU", "GPU 0").
+sort_index BIGINT  process_sort_index.
+"""),
+    ),
+    Table(
+        "threads", "view", "linked",
+        "Thread (and GPU stream) names and sort order from metadata events.",
+        _cols("""
+trace_id INTEGER  traces.trace_id.
+pid VARCHAR  Process id.
+tid VARCHAR  Thread id.
+name VARCHAR  thread_name (e.g. "stream 7").
+sort_index BIGINT  thread_sort_index.
+"""),
+    ),
+    Table(
+        "events", "view", "linked",
+        "Every input event, from whichever table holds it: the basis of event_counts.",
+        _cols("""
+id BIGINT  Row id.
+trace_id INTEGER  traces.trace_id.
+ordinal BIGINT  Position in traceEvents.
+ph VARCHAR  Phase as written.
+kind VARCHAR  Normalized kind.
+cat VARCHAR  Category as written.
+name VARCHAR  Name.
+pid VARCHAR  Process id.
+tid VARCHAR  Thread id.
+ts_ns BIGINT  Start, ns.
+dur_ns BIGINT  Duration, ns (slices and other_events with dur).
+table VARCHAR  Table holding the event.
+"""),
+    ),
+]
+
+TABLES: dict[str, Table] = {t.name: t for t in _TABLES}
+
+
+def markdown() -> str:
+    """The schema reference as Markdown (docs/schema.md)."""
+    out = [
+        "# tracekit schema",
+        "",
+        "<!-- Generated by `python -m tracekit.docgen`; a test checks it is current. -->",
+        "",
+        "A tracekit database holds **base tables** (every input event lands in exactly one of",
+        "`slices`, `instants`, `flows`, `counters`, `metadata_events`, `other_events`) and the",
+        "**linked model** built from them (GPU op -> launch -> CPU op stack). Times are integer",
+        "nanoseconds (`_ns`), exact: `ts`/`dur` in the file are microseconds with up to three",
+        "decimals. Ids (`id`, `*_id`) join across tables; `trace_id` scopes everything per input file.",
+        "",
+    ]
+    for group, title in (("base", "Base tables"), ("linked", "Linked model")):
+        out += [f"## {title}", ""]
+        for t in _TABLES:
+            if t.group != group:
+                continue
+            out += [f"### `{t.name}` ({t.kind})", "", t.doc, "", "| column | type | meaning |", "|---|---|---|"]
+            out += [f"| `{c.name}` | {c.type} | {c.doc.replace('|', '/')} |" for c in t.columns]
+            out.append("")
+    return "\n".join(out)

@@ -1,0 +1,88 @@
+"""Finding trace files: paths, directories of ranks, and what their names say."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import TraceFormatError
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+_RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_.]?(\d+)", re.IGNORECASE)
+_STRIP = re.compile(r"(\.pt\.trace)?\.json(\.gz)?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input trace file and how the user named it."""
+
+    path: Path
+    from_directory: bool  # found by walking a directory (non-traces are skipped, not errors)
+
+
+def is_trace_name(name: str) -> bool:
+    """True for file names tracekit reads: ``*.json``, ``*.json.gz`` (incl. ``*.pt.trace.json*``)."""
+    return name.lower().endswith(TRACE_SUFFIXES) and not name.startswith(".")
+
+
+def discover(paths) -> list[Source]:
+    """Expand files and directories into trace sources, in a stable order.
+
+    Directories are walked recursively for ``*.json`` / ``*.json.gz``. A path
+    that does not exist is an error naming it; so is an empty directory.
+    """
+    out: list[Source] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and is_trace_name(p.name))
+            if not found:
+                raise TraceFormatError(path, "directory holds no *.json or *.json.gz files")
+            items = [Source(p, True) for p in found]
+        elif path.exists():
+            items = [Source(path, False)]
+        else:
+            raise TraceFormatError(path, "no such file or directory")
+        for item in items:
+            key = item.path.resolve()
+            if key not in seen:
+                seen.add(key)
+                out.append(item)
+    if not out:
+        raise TraceFormatError("<inputs>", "no trace files given")
+    return out
+
+
+def rank_from_name(path: Path) -> int | None:
+    """Rank written in a file or directory name (``rank3``, ``rank-0003``), if any."""
+    for part in reversed(path.parts):
+        m = _RANK_IN_NAME.search(part)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def trace_labels(paths: list[Path]) -> list[str]:
+    """Short, unique display names: the file name without its trace suffixes.
+
+    When two files share a name (one directory per rank), the shortest
+    distinguishing tail of their paths is used instead.
+    """
+    def label(p: Path, depth: int) -> str:
+        parts = list(p.parts[-depth:])
+        parts[-1] = _STRIP.sub("", parts[-1]) or parts[-1]
+        return "/".join(parts)
+
+    depth = {p: 1 for p in paths}
+    for _ in range(64):
+        labels = [label(p, depth[p]) for p in paths]
+        dupes = {lab for lab, n in Counter(labels).items() if n > 1}
+        if not dupes:
+            return labels
+        for p, lab in zip(paths, labels):
+            if lab in dupes and depth[p] < len(p.parts):
+                depth[p] += 1
+    return [str(p) for p in paths]
