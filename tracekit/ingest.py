@@ -267,6 +267,13 @@ def _load_batch(con, batch: list[_Staged], workdir: Path) -> int:
     _check_values(con, batch)
     kind = kind_sql("cat", "ph")
     common = f"id, trace_id, ordinal, {kind} AS kind, cat, name, pid, tid"
+    # 2021 traces file record_function ranges under "Operator" like any op;
+    # ranges are the ones named without a namespace and without shapes.
+    common_slices = common.replace(
+        f"{kind} AS kind",
+        f"""CASE WHEN cat = 'Operator' AND name NOT LIKE '%::%' AND name NOT LIKE '%Backward%'
+                  AND json_extract(args, '$."Input Dims"') IS NULL THEN 'user_annotation' ELSE {kind} END AS kind""",
+    )
     args_spec = _struct_spec({k: t for k, _, t in ARGS_FIELDS})
     hot = ", ".join(f'a."{k}" AS {col}' for k, col, _ in ARGS_FIELDS if col != "external_id")
     con.execute(
@@ -278,7 +285,7 @@ def _load_batch(con, batch: list[_Staged], workdir: Path) -> int:
                              THEN TRY_CAST(json_extract_string(args, '$."external id"') AS BIGINT) END) AS external_id,
                {hot}
         FROM (
-            SELECT {common}, ts_ns, CAST(dur * 1000 AS BIGINT) AS dur_ns,
+            SELECT {common_slices}, ts_ns, CAST(dur * 1000 AS BIGINT) AS dur_ns,
                    ts_ns + coalesce(CAST(dur * 1000 AS BIGINT), 0) AS end_ns,
                    args, extra, json_transform(args, '{args_spec}') AS a
             FROM _ev WHERE ph = 'X'

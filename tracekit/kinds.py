@@ -1,7 +1,9 @@
 """Normalized event kinds: one vocabulary for every category name in the wild.
 
 Kineto renamed its categories over the years (2021's ``Operator`` /
-``Runtime`` / ``Kernel`` became ``cpu_op`` / ``cuda_runtime`` / ``kernel``),
+``Runtime`` / ``Kernel`` became ``cpu_op`` / ``cuda_runtime`` / ``kernel``;
+2021's record_function ranges were ``Operator`` too, and ingest tells them
+apart by name and shapes),
 ROCm keeps CUDA's names, and MTIA has its own. Queries use ``kind`` and never
 the raw ``cat``; the raw ``cat`` stays in every table for ``event_counts``.
 """

@@ -9,10 +9,9 @@
 -- @column trace VARCHAR     Trace label (file name without .json/.gz).
 -- @column ph VARCHAR        Event phase as written ("X", "i", "s", "f", "M", ...).
 -- @column cat VARCHAR       Event category as written (NULL when absent).
--- @column kind VARCHAR      Normalized kind tracekit gave the category (see docs/schema.md).
 -- @column events BIGINT     Number of events.
-SELECT t.trace, e.ph, e.cat, e.kind, count(*) AS events
+SELECT t.trace, e.ph, e.cat, count(*) AS events
 FROM events e
 JOIN traces t USING (trace_id)
 GROUP BY ALL
-ORDER BY t.trace, e.ph NULLS LAST, e.cat NULLS LAST, e.kind;
+ORDER BY t.trace, e.ph NULLS LAST, e.cat NULLS LAST;

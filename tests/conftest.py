@@ -1,0 +1,72 @@
+"""Shared fixtures: the real traces in ../shared/traces and loading helpers.
+
+Tests that need ../shared/traces skip with a reason when it is absent, and
+fail instead when TRACEKIT_REQUIRE_SHARED=1 (CI sets it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "traces"
+
+# Every trace in ../shared/traces (see its README); a test checks the list is complete.
+SHARED_TRACES = [
+    "hta/a100_event_sync_multi_stream.json.gz",
+    "hta/a100_nccl_rank0.json.gz",
+    "hta/a100_triton_example.json.gz",
+    "hta/cpu_only_rank34.json.gz",
+    "hta/legacy_runtime_kernel_cats.json.gz",
+    "hta/mi250_minitoy_train.json.gz",
+    "hta/v100_ns_resolution.json.gz",
+    "kineto/v100_resnet50_2021_legacy.json.gz",
+    "tracelens/b200_vllm_eager_paged-fp8.json.gz",
+    "tracelens/h100_bert-small_sdpa-flash.json.gz",
+    "tracelens/mi210_gpu_only.json.gz",
+    "tracelens/mi300_bert-small_sdpa-flash.json.gz",
+    "tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz",
+    "tracelens/normalization_gpu_user_annotation.json.gz",
+    "tracelens/torch_compile_triton.json.gz",
+]
+
+
+def require_shared() -> Path:
+    """The shared traces folder, or skip (fail under TRACEKIT_REQUIRE_SHARED=1)."""
+    if SHARED.is_dir():
+        return SHARED
+    reason = f"{SHARED} is absent: real GPU traces recorded by other projects are not available"
+    if os.environ.get("TRACEKIT_REQUIRE_SHARED") == "1":
+        pytest.fail(reason + " (TRACEKIT_REQUIRE_SHARED=1)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    return require_shared()
+
+
+@pytest.fixture(scope="session")
+def load_shared(shared_dir):
+    """Load a shared trace once per session: ``load_shared("hta/x.json.gz")``."""
+    import tracekit
+
+    cache: dict[str, object] = {}
+
+    def get(rel: str):
+        if rel not in cache:
+            cache[rel] = tracekit.load(shared_dir / rel)
+        return cache[rel]
+
+    yield get
+    for trace in cache.values():
+        trace.close()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Keep each test session's trace cache out of the user's home."""
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))

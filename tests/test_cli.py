@@ -1,0 +1,128 @@
+"""The command line: every command through click's CliRunner, output checked whole."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from tracekit import reader
+from tracekit.cli import cli, main
+
+EVENTS = [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 100.0, "dur": 10.0},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, "ts": 101.0, "dur": 2.0,
+     "args": {"correlation": 5}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 104.0, "dur": 3.5,
+     "args": {"correlation": 5, "stream": 7, "device": 0}},
+]
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """A three-event trace: one op launching one 3.5 µs kernel (ground truth by construction)."""
+    path = tmp_path / "tiny_rank3.json"
+    path.write_text(json.dumps({"traceEvents": EVENTS}))
+    return path
+
+
+def invoke(*args):
+    result = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    return result
+
+
+def test_help_everywhere_has_an_example():
+    assert "Example:" in invoke("-h").output
+    for name in cli.commands:
+        out = invoke(name, "-h")
+        assert out.exit_code == 0 and "Example:" in out.output, name
+
+
+def test_python_dash_m_works():
+    out = subprocess.run([sys.executable, "-m", "tracekit", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("tracekit")
+
+
+def test_load_then_query_formats(tiny, tmp_path):
+    db = tmp_path / "run.duckdb"
+    res = CliRunner().invoke(cli, ["load", str(tiny), "-o", str(db)])
+    assert res.exit_code == 0
+    assert f"{db}: 1 trace(s), 3 events, 1 GPU ops" in res.output
+
+    table = invoke("query", "gpu_timeline", db).output
+    assert table.splitlines()[0].split() == ["trace", "gpu_ops", "linked_gpu_ops", "orphan_gpu_ops",
+                                             "counted_gpu_ops", "busy_ns", "span_ns", "idle_ns", "busy_pct"]
+    assert table.splitlines()[2].split() == ["tiny_rank3", "1", "1", "0", "1", "3500", "3500", "0", "100"]
+
+    rows = list(csv.DictReader(io.StringIO(invoke("query", "gpu_timeline", db, "-f", "csv").output)))
+    assert rows == [{"trace": "tiny_rank3", "gpu_ops": "1", "linked_gpu_ops": "1", "orphan_gpu_ops": "0",
+                     "counted_gpu_ops": "1", "busy_ns": "3500", "span_ns": "3500", "idle_ns": "0", "busy_pct": "100.0"}]
+
+    data = json.loads(invoke("sql", db, "SELECT name, cpu_op_name, launch_api FROM gpu_ops", "-f", "json").output)
+    assert data == [{"name": "gemm", "cpu_op_name": "aten::mm", "launch_api": "cudaLaunchKernel"}]
+
+    out = tmp_path / "k.parquet"
+    assert invoke("query", "top_kernels", db, "-f", "parquet", "-o", out).exit_code == 0
+    assert pq.read_table(out).to_pylist()[0]["total_ns"] == 3500
+    rank = invoke("sql", db, "SELECT rank, rank_source FROM traces", "-f", "csv").output
+    assert rank == "rank,rank_source\n3,file name\n"
+
+
+def test_raw_trace_is_cached(tiny, monkeypatch):
+    first = invoke("sql", tiny, "SELECT count(*) AS n FROM events", "-f", "csv")
+    assert first.output == "n\n3\n"
+
+    def boom(*a, **k):
+        raise AssertionError("the cached database should have been used")
+
+    monkeypatch.setattr(reader, "stage", boom)
+    assert invoke("sql", tiny, "SELECT count(*) AS n FROM events", "-f", "csv").output == "n\n3\n"
+    # A changed file is re-read.
+    tiny.write_text(json.dumps({"traceEvents": EVENTS[:2]}))
+    with pytest.raises(AssertionError, match="cached database"):
+        invoke("sql", tiny, "SELECT count(*) FROM events")
+
+
+def test_errors_are_one_line(tiny, capsys):
+    assert main(["query", "no_such_query", str(tiny)]) == 1
+    assert capsys.readouterr().err == "Error: no query named 'no_such_query' (run 'tracekit queries' to list them)\n"
+    assert main(["query", "gpu_timeline", str(tiny), "-p", "include_orphans=maybe"]) == 1
+    assert "parameter 'include_orphans' must be BOOLEAN, got 'maybe'" in capsys.readouterr().err
+    assert main(["sql", str(tiny), "SELECT nope FROM gpu_ops"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and err.count("\n") == 1 and "nope" in err
+    assert main(["--debug", "sql", str(tiny), "SELECT nope FROM gpu_ops"]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_queries_and_tables_listings(tiny):
+    listing = invoke("queries").output
+    for name in ("core.event_counts", "core.gpu_timeline", "core.top_kernels"):
+        assert name in listing
+    verbose = invoke("queries", "-v").output
+    assert "-p include_orphans=False  (BOOLEAN)" in verbose
+    rows = list(csv.DictReader(io.StringIO(invoke("tables", tiny, "-f", "csv").output)))
+    gpu_cols = {r["column"]: r["doc"] for r in rows if r["table"] == "gpu_ops"}
+    assert gpu_cols["orphan"].startswith("No launch in the trace")
+
+
+def test_user_query_folder(tiny, tmp_path, monkeypatch):
+    folder = tmp_path / "myq"
+    folder.mkdir()
+    (folder / "slow.sql").write_text(
+        "-- Kernels over a threshold.\n--\n-- @param min_ns BIGINT = 0   Threshold, ns.\n"
+        "-- @column name VARCHAR   Kernel.\nSELECT name FROM gpu_ops WHERE dur_ns > $min_ns ORDER BY name;\n"
+    )
+    assert invoke("query", "slow", tiny, "--queries", folder, "-f", "csv").output == "name\ngemm\n"
+    monkeypatch.setenv("TRACEKIT_QUERY_PATH", str(folder))
+    assert invoke("query", "slow", tiny, "-p", "min_ns=4000", "-f", "csv").output == "name\n"
+    (folder / "bad.sql").write_text("-- Bad.\n-- @column x BIGINT  x\nSELECT $oops AS x;\n")
+    res = CliRunner().invoke(cli, ["query", "slow", str(tiny)])
+    assert res.exit_code != 0
+    assert f"{folder / 'bad.sql'}:3: parameter $oops is used but not declared" in str(res.exception)

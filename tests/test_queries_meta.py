@@ -1,0 +1,98 @@
+"""Every shipped query is documented, matches its header, and has golden output.
+
+Golden files live in tests/golden/<query id>/<input>.csv: the query's CSV
+output on that input. Set TRACEKIT_UPDATE_GOLDEN=1 to rewrite them, then
+review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import tracekit
+from tracekit import queries
+from tracekit.cli import cli
+from conftest import require_shared
+from synthetic import post_variants
+
+GOLDEN = Path(__file__).parent / "golden"
+SHIPPED = sorted(queries.library().values(), key=lambda q: q.id)
+
+# Inputs for golden runs: name -> function returning a path (made on demand).
+def _synthetic_flash(tmp: Path) -> Path:
+    path = tmp / "synthetic_flash.json.gz"
+    post_variants(["flash"])["flash"].write(path)
+    return path
+
+
+def _h100(tmp: Path) -> Path:
+    return require_shared() / "tracelens" / "h100_bert-small_sdpa-flash.json.gz"
+
+
+def _mi300(tmp: Path) -> Path:
+    return require_shared() / "tracelens" / "mi300_bert-small_sdpa-flash.json.gz"
+
+
+INPUTS = {"synthetic_flash": _synthetic_flash, "h100_bert-small_sdpa-flash": _h100, "mi300_bert-small_sdpa-flash": _mi300}
+
+
+def golden_cases():
+    for q in SHIPPED:
+        d = GOLDEN / q.id
+        for f in sorted(d.glob("*.csv")) if d.is_dir() else []:
+            yield pytest.param(q, f, id=f"{q.id}/{f.stem}")
+
+
+@pytest.mark.parametrize("q", SHIPPED, ids=lambda q: q.id)
+def test_header_matches_the_result_columns(q):
+    assert q.title.endswith(".") and q.description, f"{q.path}: title and description needed"
+    trace = tracekit.load(Path(__file__).parent.parent / "sample_traces" / "cpu_attention" / "naive.json.gz")
+    described = trace.con.execute(f"DESCRIBE {q.sql}", q.bind({})).fetchall()
+    got = [(r[0], r[1]) for r in described]
+    want = [(c.name, c.type) for c in q.columns]
+    assert got == want, f"{q.path}: @column lines do not match DESCRIBE"
+    assert all(c.doc for c in q.columns)
+    assert "ORDER BY" in q.sql.upper()
+
+
+@pytest.mark.parametrize("q", SHIPPED, ids=lambda q: q.id)
+def test_every_query_has_a_golden_file(q):
+    assert list((GOLDEN / q.id).glob("*.csv")), f"no golden output for {q.id} in {GOLDEN / q.id}"
+
+
+@pytest.mark.parametrize("q,golden", list(golden_cases()))
+def test_golden_output(q, golden, tmp_path):
+    stem = golden.stem
+    input_name, _, param_text = stem.partition("__")
+    args = ["query", q.id, str(INPUTS[input_name](tmp_path)), "-f", "csv"]
+    for pair in filter(None, param_text.split("__")):
+        args += ["-p", pair]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0
+    if os.environ.get("TRACEKIT_UPDATE_GOLDEN") == "1":
+        golden.write_text(result.output)
+    assert result.output == golden.read_text()
+
+
+def test_declared_but_unused_parameter_is_an_error(tmp_path):
+    path = tmp_path / "q.sql"
+    path.write_text("-- T.\n--\n-- @param x BIGINT = 1   x\n-- @column a BIGINT  a\nSELECT 1 AS a ORDER BY a;\n")
+    with pytest.raises(queries.QueryError, match=r"q.sql:3: parameter 'x' is declared but not used"):
+        queries.parse(path, "q")
+
+
+def test_query_without_header_is_an_error(tmp_path):
+    path = tmp_path / "q.sql"
+    path.write_text("SELECT 1;\n")
+    with pytest.raises(queries.QueryError, match="has no header"):
+        queries.parse(path, "q")
+
+
+def test_generated_docs_are_current():
+    from tracekit import docgen
+
+    assert docgen.main(["--check"]) == 0, "run `make docs` and commit the result"

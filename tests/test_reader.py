@@ -1,0 +1,105 @@
+"""The reader cuts the events array out exactly, whatever surrounds it.
+
+Synthetic files whose contents are known by construction; PART_BYTES is made
+tiny so every file is split into many parts that DuckDB reads in parallel.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+import tracekit
+from tracekit import reader
+
+
+def events(n, text="x"):
+    return [
+        {"ph": "X", "cat": "cpu_op", "name": f"{text}{i}", "pid": 1, "tid": 1, "ts": 1000 + i + 0.125, "dur": 0.5,
+         "args": {"External id": i, "Input Dims": [[i, 2], []]}}
+        for i in range(n)
+    ]
+
+
+def loaded_names(path):
+    with tracekit.load(path) as trace:
+        return trace.sql("SELECT name FROM events ORDER BY ordinal")["name"].to_list(), trace.sql(
+            "SELECT metadata FROM traces")["metadata"][0]
+
+
+@pytest.fixture(autouse=True)
+def tiny_parts(monkeypatch):
+    monkeypatch.setattr(reader, "PART_BYTES", 2048)
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1024)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_keys_before_and_after_the_array_with_arrays_after_it(tmp_path, gz):
+    # TraceLens writes deviceProperties (an array of objects) after traceEvents.
+    ev = events(300)
+    text = (
+        '{"metadata": {"a": [1, "]"]}, "traceEvents": ' + json.dumps(ev, indent=2)
+        + ', "deviceProperties": [{"id": 0, "name": "GPU ]}, {"}, {"id": 1}], "traceName": "t]", "n": [[1], [2]]}'
+    )
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    names, meta = loaded_names(path)
+    assert names == [e["name"] for e in ev]
+    assert json.loads(meta) == {"metadata": {"a": [1, "]"]}, "deviceProperties": [{"id": 0, "name": "GPU ]}, {"},
+                                {"id": 1}], "traceName": "t]", "n": [[1], [2]]}
+
+
+def test_many_parts_keep_order_and_count(tmp_path, monkeypatch):
+    staged = []
+    real_stage = reader.stage
+    monkeypatch.setattr(reader, "stage", lambda *a, **k: staged.append(real_stage(*a, **k)) or staged[-1])
+    ev = events(2000)
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    names, _ = loaded_names(path)
+    assert names == [e["name"] for e in ev]
+    assert len(staged[0].parts) > 10 and not staged[0].exact
+
+
+def test_a_split_inside_a_string_falls_back_to_the_exact_parse(tmp_path, monkeypatch):
+    # Names holding "}, {" fool the byte-level split; DuckDB rejects the parts
+    # and the exact parser must produce the same events.
+    exact = []
+    real_exact = reader.stage_exact
+    monkeypatch.setattr(reader, "stage_exact", lambda *a, **k: exact.append(a[0]) or real_exact(*a, **k))
+    ev = events(400, text='"}, {"ph": "X", ' * 20)
+    path = tmp_path / "tricky.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    names, _ = loaded_names(path)
+    assert names == [e["name"] for e in ev]
+    assert exact == [path]
+
+
+def test_bare_array_and_unterminated_array(tmp_path):
+    ev = events(50)
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(ev))
+    assert loaded_names(bare)[0] == [e["name"] for e in ev]
+    # Chrome's array format allows the closing bracket (and a trailing comma) to be missing.
+    open_ended = tmp_path / "open.json"
+    open_ended.write_text(json.dumps(ev)[:-1] + ",\n")
+    assert loaded_names(open_ended)[0] == [e["name"] for e in ev]
+
+
+def test_unicode_and_control_characters_survive(tmp_path):
+    ev = events(3)
+    ev[1]["name"] = "naïve → attention \u0001 ✓"
+    path = tmp_path / "u.json"
+    path.write_text(json.dumps({"traceEvents": ev}, ensure_ascii=False), encoding="utf-8")
+    assert loaded_names(path)[0][1] == "naïve → attention \u0001 ✓"
+
+
+def test_nanosecond_fractions_and_epoch_timestamps_are_exact(tmp_path):
+    # 1623142623460016.123 us is not representable as a float64.
+    text = '{"traceEvents": [{"ph": "X", "name": "k", "ts": 1623142623460016.123, "dur": 0.001}]}'
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    with tracekit.load(path) as trace:
+        assert trace.sql("SELECT ts_ns, dur_ns FROM slices").row(0) == (1623142623460016123, 1)
