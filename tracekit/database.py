@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, ingest, link
+from . import __version__, ingest, link, rules
 from .errors import TracekitError, TraceFormatError
 from .sources import Source, discover
 
@@ -43,15 +43,6 @@ VIEWS = {
         GROUP BY trace_id, pid, tid""",
     "cpu_ops": "SELECT * FROM cpu_slices WHERE kind = 'cpu_op'",
     "annotations": "SELECT * FROM cpu_slices WHERE kind = 'user_annotation'",
-    "events": """
-        SELECT id, trace_id, ordinal, 'X' AS ph, kind, cat, name, pid, tid, ts_ns, dur_ns, 'slices' AS "table" FROM slices
-        UNION ALL SELECT id, trace_id, ordinal, ph, kind, cat, name, pid, tid, ts_ns, NULL, 'instants' FROM instants
-        UNION ALL SELECT id, trace_id, ordinal, ph, kind, cat, name, pid, tid, ts_ns, NULL, 'flows' FROM flows
-        UNION ALL SELECT id, trace_id, ordinal, 'C', kind, cat, name, pid, tid, ts_ns, NULL, 'counters' FROM counters
-        UNION ALL SELECT id, trace_id, ordinal, 'M', kind, cat, name, pid, tid, ts_ns, NULL, 'metadata_events'
-            FROM metadata_events
-        UNION ALL SELECT id, trace_id, ordinal, ph, kind, cat, name, pid, tid, ts_ns, dur_ns, 'other_events'
-            FROM other_events""",
 }
 
 
@@ -61,6 +52,7 @@ def build(con: duckdb.DuckDBPyConnection, sources: list[Source], progress=None, 
     ingest.create_tables(con)
     ingest.ingest(con, sources, progress=progress, warn=warn)
     link.build(con)
+    rules.load(con)
     for name, sql in VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
     info = {

@@ -1,11 +1,16 @@
-"""Building tables: staged events -> one DuckDB table per event phase.
+"""Building tables: staged events -> the ``events`` table, one row per event.
 
-Every event of every input file lands in exactly one of ``slices`` (``X``),
-``instants`` (``i``/``I``/``R``), ``flows`` (``s``/``t``/``f``), ``counters``
-(``C``), ``metadata_events`` (``M``) or ``other_events`` (anything else, or
-no ``ph``). Each row keeps its position in the file (``ordinal``), its raw
-``cat``, its ``args`` as JSON and, when the event has keys beyond the Chrome
-trace format's usual ones, the whole event in ``extra``: nothing is dropped.
+Every event of every input file becomes exactly one row of ``events``,
+whatever its phase: complete slices (``X``), instants, flows, counters,
+metadata and anything else (``B``/``E``, unknown phases, no ``ph``); views
+per phase (``slices``, ``instants``, ``flows``, ...) select from it. Each row
+keeps its position in the file (``ordinal``), its raw ``cat``, its ``args``
+as JSON and, when the event has keys beyond the Chrome trace format's usual
+ones, the whole event in ``extra``: nothing is dropped.
+
+Events are parsed, typed and numbered by one DuckDB statement over the
+staged part files (``WITH ORDINALITY`` numbers rows in file order), so the
+table itself is the only copy of the data.
 """
 
 from __future__ import annotations
@@ -83,10 +88,7 @@ MAX_ABS_TS_US = 9_000_000_000_000_000
 MAX_DUR_US = 1_000_000_000_000
 
 BATCH_BYTES = 1 << 30
-# The event's own "id" (flow ids) would clash with our row id.
-_EV_COLUMN = {"id": "ev_id"}
 
-_COMMON = "id BIGINT, trace_id INTEGER, ordinal BIGINT, kind VARCHAR, cat VARCHAR, name VARCHAR, pid VARCHAR, tid VARCHAR"
 BASE_DDL = {
     "traces": """
         trace_id INTEGER, trace VARCHAR, path VARCHAR, form VARCHAR, file_bytes BIGINT,
@@ -99,26 +101,22 @@ BASE_DDL = {
         max_threads_per_block INTEGER, max_threads_per_sm INTEGER, regs_per_block INTEGER,
         regs_per_sm INTEGER, shared_mem_per_block_bytes BIGINT, shared_mem_per_sm_bytes BIGINT,
         shared_mem_per_block_optin_bytes BIGINT, props JSON""",
-    "slices": _COMMON
-    + ", ts_ns BIGINT, dur_ns BIGINT, end_ns BIGINT, "
+    "events": """
+        id BIGINT, trace_id INTEGER, ordinal BIGINT, ph VARCHAR, kind VARCHAR, cat VARCHAR, name VARCHAR,
+        pid VARCHAR, tid VARCHAR, ts_ns BIGINT, dur_ns BIGINT, end_ns BIGINT,
+        flow_id VARCHAR, bp VARCHAR, scope VARCHAR, """
     + ", ".join(f"{col} {typ}" for _, col, typ in ARGS_FIELDS)
     + ", args JSON, extra JSON",
-    "instants": _COMMON + ", ph VARCHAR, ts_ns BIGINT, scope VARCHAR, args JSON, extra JSON",
-    "flows": _COMMON + ", ph VARCHAR, ts_ns BIGINT, flow_id VARCHAR, bp VARCHAR, args JSON, extra JSON",
-    "counters": _COMMON + ", ts_ns BIGINT, args JSON, extra JSON",
-    "metadata_events": _COMMON + ", ts_ns BIGINT, args JSON, extra JSON",
-    "other_events": _COMMON
-    + ", ph VARCHAR, ts_ns BIGINT, dur_ns BIGINT, flow_id VARCHAR, bp VARCHAR, scope VARCHAR, args JSON, extra JSON",
 }
-# Which phases go to which table; other_events takes the rest.
-PHASE_TABLES = {
+
+# The per-phase views of events; other_events takes the rest.
+PHASE_VIEWS = {
     "slices": ("X",),
     "instants": ("i", "I", "R"),
     "flows": ("s", "t", "f"),
     "counters": ("C",),
     "metadata_events": ("M",),
 }
-EVENT_TABLES = (*PHASE_TABLES, "other_events")
 
 Progress = Callable[[int, int, str], None]
 
@@ -132,9 +130,13 @@ class _Staged:
 
 
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the empty base tables."""
+    """Create the empty base tables and the per-phase views of ``events``."""
     for name, cols in BASE_DDL.items():
         con.execute(f"CREATE TABLE {name} ({cols})")
+    for name, phases in PHASE_VIEWS.items():
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM events WHERE ph IN ({', '.join(map(_sql_str, phases))})")
+    every = ", ".join(_sql_str(p) for phases in PHASE_VIEWS.values() for p in phases)
+    con.execute(f"CREATE VIEW other_events AS SELECT * FROM events WHERE ph IS NULL OR ph NOT IN ({every})")
 
 
 def _struct_spec(fields: dict[str, str]) -> str:
@@ -199,32 +201,71 @@ def ingest(
     return loaded
 
 
-def _read_parts(con, batch: list[_Staged], workdir: Path) -> None:
-    """Parse every part file of the batch into the ``_stage`` table.
+def _events_select(batch: list[_Staged]) -> str:
+    """The one SELECT that parses and types every event of the batch, in file order.
 
-    A part DuckDB cannot parse means a wrong split guess or a malformed file:
-    that file is re-staged exactly, which either fixes the split or raises
-    an error with the JSON problem's line and column.
+    The trace comes from the part file's name (``t<trace_id>.<n>.json``)
+    rather than a join, which keeps DuckDB's parallel scan order-preserving.
     """
     known = ", ".join(_sql_str(k) for k in EVENT_SPEC)
-    while True:
-        files = [str(p) for st in batch for p in st.staged.parts]
-        try:
-            con.execute(
-                f"""
-                CREATE OR REPLACE TEMP TABLE _stage AS
+    files = ", ".join(_sql_str(str(p)) for st in batch for p in st.staged.parts)
+    # 2021 traces file record_function ranges under "Operator" like any op;
+    # ranges are the ones named without a namespace and without shapes.
+    kind = f"""CASE WHEN e.ph = 'X' AND e.cat = 'Operator' AND e.name NOT LIKE '%::%'
+                     AND e.name NOT LIKE '%Backward%' AND a."Input Dims" IS NULL
+                THEN 'user_annotation' ELSE {kind_sql("e.cat", "e.ph")} END"""
+    hot = ", ".join(f'a."{k}" AS {col}' for k, col, _ in ARGS_FIELDS if col != "external_id")
+    args_spec = _struct_spec({k: t for k, _, t in ARGS_FIELDS})
+    return f"""
+        SELECT CAST(regexp_extract(part, '/t(\\d+)\\.[^/]*$', 1) AS INTEGER) AS trace_id,
+               e.ph, {kind} AS kind, e.cat, e.name, e.pid, e.tid,
+               ts_ns, dur_ns, ts_ns + coalesce(dur_ns, 0) AS end_ns,
+               e.id AS flow_id, e.bp, e.s AS scope,
+               coalesce(a."External id",
+                        CASE WHEN contains(CAST(e.args AS VARCHAR), '"external id"')
+                             THEN TRY_CAST(json_extract_string(e.args, '$."external id"') AS BIGINT) END) AS external_id,
+               {hot}, e.args, extra
+        FROM (
+            SELECT part, e, extra,
+                   TRY_CAST(e.ts * 1000 AS BIGINT) AS ts_ns, TRY_CAST(e.dur * 1000 AS BIGINT) AS dur_ns,
+                   CASE WHEN e.ph = 'X' THEN json_transform(e.args, '{args_spec}') END AS a
+            FROM (
                 SELECT filename AS part,
                        json_transform(json, '{_struct_spec(EVENT_SPEC)}') AS e,
-                       CASE WHEN list_bool_or(list_transform(json_keys(json), lambda k: k NOT IN ({known})))
-                            THEN json END AS extra,
-                       CASE WHEN json_type(json) <> 'OBJECT' THEN json_type(json) END AS not_object
-                FROM read_json_objects(?, format = 'array', filename = true,
+                       CASE WHEN json_type(json) <> 'OBJECT'
+                                 OR list_bool_or(list_transform(json_keys(json), lambda k: k NOT IN ({known})))
+                            THEN json END AS extra
+                FROM read_json_objects([{files}], format = 'array', filename = true,
                                        maximum_object_size = 1073741824)
-                """,
-                [files],
             )
-            return
+        )
+    """
+
+
+def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> None:
+    """Insert the batch's events; re-stage exactly any file DuckDB cannot parse.
+
+    A part DuckDB cannot parse means a wrong split guess or a malformed file:
+    that file is re-staged exactly, which either fixes the split or raises an
+    error with the JSON problem's line and column.
+    """
+    while True:
+        con.execute("BEGIN")
+        try:
+            con.execute(f"INSERT INTO events BY NAME {_events_select(batch)}")
+            # The insert kept file order (parallel, order-preserving), so the
+            # row number is the id, and minus the trace's first row the ordinal.
+            # Filling two columns afterwards costs far less than numbering rows
+            # during the scan, which would serialize it.
+            con.execute(
+                f"""UPDATE events SET id = events.rowid, ordinal = events.rowid - f.first_row
+                    FROM (SELECT trace_id, min(rowid) AS first_row FROM events WHERE rowid >= {id_base}
+                          GROUP BY trace_id) f
+                    WHERE events.trace_id = f.trace_id AND events.rowid >= {id_base}"""
+            )
+            _check_values(con, batch, id_base)
         except duckdb.Error as exc:
+            con.execute("ROLLBACK")
             bad = next((st for st in batch if any(str(p) in str(exc) for p in st.staged.parts)), None)
             if bad is None or bad.staged.exact:
                 where = bad.staged.path if bad else batch[0].staged.path
@@ -232,6 +273,12 @@ def _read_parts(con, batch: list[_Staged], workdir: Path) -> None:
             for p in bad.staged.parts:
                 p.unlink(missing_ok=True)
             bad.staged = reader.stage_exact(bad.staged.path, workdir, f"t{bad.trace_id}")
+            continue
+        except TraceFormatError:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
+        return
 
 
 def _first_line(exc: Exception) -> str:
@@ -240,109 +287,39 @@ def _first_line(exc: Exception) -> str:
 
 
 def _load_batch(con, batch: list[_Staged], workdir: Path) -> int:
-    _read_parts(con, batch, workdir)
-    part_rows = [(str(p), st.trace_id) for st in batch for p in st.staged.parts]
-    con.execute("CREATE OR REPLACE TEMP TABLE _parts (part VARCHAR, trace_id INTEGER)")
-    con.executemany("INSERT INTO _parts VALUES (?, ?)", part_rows)
-    id_base = con.execute(
-        "SELECT coalesce(max(id), -1) + 1 FROM (" + " UNION ALL ".join(f"SELECT max(id) AS id FROM {t}" for t in EVENT_TABLES) + ")"
-    ).fetchone()[0]
-    # rowid follows the order of the part list, which follows the files, so a
-    # row's position in its file is its rowid minus the trace's first rowid.
-    con.execute(
-        """CREATE OR REPLACE TEMP TABLE _first AS
-           SELECT p.trace_id, min(s.rowid) AS first_rowid
-           FROM _stage s JOIN _parts p USING (part) GROUP BY p.trace_id"""
-    )
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _ev AS
-        SELECT {id_base} + s.rowid AS id, p.trace_id, s.rowid - f.first_rowid AS ordinal,
-               {", ".join(f"s.e.{k} AS {_EV_COLUMN.get(k, k)}" for k in EVENT_SPEC)}, s.extra, s.not_object,
-               CAST(s.e.ts * 1000 AS BIGINT) AS ts_ns
-        FROM _stage s JOIN _parts p USING (part) JOIN _first f USING (trace_id)
-        """
-    )
-    con.execute("DROP TABLE _stage")
-    _check_values(con, batch)
-    kind = kind_sql("cat", "ph")
-    common = f"id, trace_id, ordinal, {kind} AS kind, cat, name, pid, tid"
-    # 2021 traces file record_function ranges under "Operator" like any op;
-    # ranges are the ones named without a namespace and without shapes.
-    common_slices = common.replace(
-        f"{kind} AS kind",
-        f"""CASE WHEN cat = 'Operator' AND name NOT LIKE '%::%' AND name NOT LIKE '%Backward%'
-                  AND json_extract(args, '$."Input Dims"') IS NULL THEN 'user_annotation' ELSE {kind} END AS kind""",
-    )
-    args_spec = _struct_spec({k: t for k, _, t in ARGS_FIELDS})
-    hot = ", ".join(f'a."{k}" AS {col}' for k, col, _ in ARGS_FIELDS if col != "external_id")
-    con.execute(
-        f"""
-        INSERT INTO slices BY NAME
-        SELECT * EXCLUDE (a),
-               coalesce(a."External id",
-                        CASE WHEN contains(CAST(args AS VARCHAR), '"external id"')
-                             THEN TRY_CAST(json_extract_string(args, '$."external id"') AS BIGINT) END) AS external_id,
-               {hot}
-        FROM (
-            SELECT {common_slices}, ts_ns, CAST(dur * 1000 AS BIGINT) AS dur_ns,
-                   ts_ns + coalesce(CAST(dur * 1000 AS BIGINT), 0) AS end_ns,
-                   args, extra, json_transform(args, '{args_spec}') AS a
-            FROM _ev WHERE ph = 'X'
-        )
-        """
-    )
-    phase_list = lambda phs: ", ".join(_sql_str(p) for p in phs)  # noqa: E731
-    con.execute(
-        f"INSERT INTO instants BY NAME SELECT {common}, ph, ts_ns, s AS scope, args, extra FROM _ev "
-        f"WHERE ph IN ({phase_list(PHASE_TABLES['instants'])})"
-    )
-    con.execute(
-        f"INSERT INTO flows BY NAME SELECT {common}, ph, ts_ns, ev_id AS flow_id, bp, args, extra FROM _ev "
-        f"WHERE ph IN ({phase_list(PHASE_TABLES['flows'])})"
-    )
-    for table in ("counters", "metadata_events"):
-        con.execute(
-            f"INSERT INTO {table} BY NAME SELECT {common}, ts_ns, args, extra FROM _ev "
-            f"WHERE ph IN ({phase_list(PHASE_TABLES[table])})"
-        )
-    all_phases = phase_list([p for phs in PHASE_TABLES.values() for p in phs])
-    con.execute(
-        f"""INSERT INTO other_events BY NAME
-            SELECT {common}, ph, ts_ns, CAST(dur * 1000 AS BIGINT) AS dur_ns, ev_id AS flow_id, bp,
-                   s AS scope, args, coalesce(extra, CASE WHEN not_object IS NOT NULL THEN to_json(not_object) END) AS extra
-            FROM _ev WHERE ph IS NULL OR ph NOT IN ({all_phases})"""
-    )
+    id_base = con.execute("SELECT count(*) FROM events").fetchone()[0]
+    _insert_events(con, batch, workdir, id_base)
     stats = {
         r[0]: r[1:]
         for r in con.execute(
-            """SELECT trace_id, count(*), min(ts_ns) FILTER (WHERE ph <> 'M' OR ph IS NULL),
-                      max(ts_ns + coalesce(CAST(dur * 1000 AS BIGINT), 0)) FILTER (WHERE ph <> 'M' OR ph IS NULL)
-               FROM _ev GROUP BY trace_id"""
+            f"""SELECT trace_id, count(*), min(ts_ns) FILTER (WHERE ph IS DISTINCT FROM 'M'),
+                       max(end_ns) FILTER (WHERE ph IS DISTINCT FROM 'M')
+                FROM events WHERE id >= {id_base} GROUP BY trace_id"""
         ).fetchall()
     }
-    con.execute("DROP TABLE _ev")
     for st in batch:
         if st.trace_id not in stats:
             raise TraceFormatError(st.staged.path, "JSON without events: 'traceEvents' is empty")
-        _insert_trace(con, st, stats.get(st.trace_id, (0, None, None)))
+        _insert_trace(con, st, stats[st.trace_id])
         for p in st.staged.parts:
             p.unlink(missing_ok=True)
     return len(batch)
 
 
-def _check_values(con, batch: list[_Staged]) -> None:
+def _check_values(con, batch: list[_Staged], id_base: int) -> None:
     """Raise on the first trace with events that are not usable trace events."""
     problem = f"""CASE
-        WHEN not_object IS NOT NULL THEN 'is not a JSON object (it is ' || lower(not_object) || ')'
-        WHEN ts IS NULL AND coalesce(ph, '') <> 'M' THEN 'has no numeric ''ts'''
-        WHEN abs(ts) > {MAX_ABS_TS_US} THEN 'has an absurd ts of ' || ts || ' us'
-        WHEN dur < 0 THEN 'has a negative dur of ' || dur || ' us'
-        WHEN dur > {MAX_DUR_US} THEN 'has an absurd dur of ' || dur || ' us'
+        WHEN extra IS NOT NULL AND json_type(extra) <> 'OBJECT'
+            THEN 'is not a JSON object (it is ' || lower(json_type(extra)) || ')'
+        WHEN ts_ns IS NULL AND ph IS DISTINCT FROM 'M' THEN 'has no numeric ''ts'' (or one out of range)'
+        WHEN abs(ts_ns) > {MAX_ABS_TS_US * 1000} THEN 'has an absurd ts of ' || (ts_ns // 1000) || ' us'
+        WHEN ph = 'X' AND dur_ns IS NULL THEN 'is a complete event (ph X) without a numeric ''dur'''
+        WHEN dur_ns < 0 THEN 'has a negative dur of ' || (dur_ns / 1000)::DECIMAL(24, 3) || ' us'
+        WHEN dur_ns > {MAX_DUR_US * 1000} THEN 'has an absurd dur of ' || (dur_ns / 1000)::DECIMAL(24, 3) || ' us'
     END"""
     row = con.execute(
         f"""SELECT trace_id, count(*) OVER (PARTITION BY trace_id) AS n, ordinal, ph, name, problem
-            FROM (SELECT trace_id, ordinal, ph, name, {problem} AS problem FROM _ev)
+            FROM (SELECT trace_id, ordinal, ph, name, {problem} AS problem FROM events WHERE id >= {id_base})
             WHERE problem IS NOT NULL ORDER BY trace_id, ordinal LIMIT 1"""
     ).fetchone()
     if row is None:

@@ -73,24 +73,27 @@ def _nest_cpu(con) -> None:
         )
         join_on = "a.lane = c.lane AND a.k0 <= c.k0 AND a.k1 >= c.k1_bleed"
     # The join holds only the two inequalities: given more, DuckDB may pick
-    # other ones for the IEJoin and run hundreds of times slower.
+    # other ones for the IEJoin and run hundreds of times slower. It carries
+    # the columns the filter needs so no join back is required.
     con.execute(
         f"""CREATE TEMP TABLE _pairs AS
-            SELECT c.id, a.id AS ancestor_id FROM _cpuk c JOIN _cpuk a ON {join_on}"""
+            SELECT c.id, c.trace_id, c.ts_ns AS c_ts, c.dur_ns AS c_dur,
+                   a.id AS ancestor_id, a.kind AS ancestor_kind, a.name AS ancestor_name,
+                   a.ts_ns AS ancestor_ts_ns, a.dur_ns AS ancestor_dur_ns, a.end_ns AS a_end
+            FROM _cpuk c JOIN _cpuk a ON {join_on}"""
     )
+    con.execute("DROP TABLE _cpuk")
     con.execute(
         """
         CREATE TABLE cpu_ancestors AS
-        SELECT c.id, a.id AS ancestor_id, c.trace_id, a.kind AS ancestor_kind, a.name AS ancestor_name,
-               a.ts_ns AS ancestor_ts_ns, a.dur_ns AS ancestor_dur_ns
-        FROM _pairs p JOIN _cpu c ON c.id = p.id JOIN _cpu a ON a.id = p.ancestor_id
-        WHERE a.id <> c.id AND a.end_ns > c.ts_ns
-          AND (a.ts_ns < c.ts_ns OR (a.ts_ns = c.ts_ns AND (a.dur_ns > c.dur_ns OR (a.dur_ns = c.dur_ns AND a.id < c.id))))
-        ORDER BY c.id, a.ts_ns, a.id
+        SELECT id, ancestor_id, trace_id, ancestor_kind, ancestor_name, ancestor_ts_ns, ancestor_dur_ns
+        FROM _pairs
+        WHERE ancestor_id <> id AND a_end > c_ts
+          AND (ancestor_ts_ns < c_ts OR (ancestor_ts_ns = c_ts
+               AND (ancestor_dur_ns > c_dur OR (ancestor_dur_ns = c_dur AND ancestor_id < id))))
         """
     )
     con.execute("DROP TABLE _pairs")
-    con.execute("DROP TABLE _cpuk")
     # The innermost ancestor opened last (ties: the longer one is outer, then file order).
     con.execute(
         """
@@ -121,7 +124,6 @@ def _nest_cpu(con) -> None:
                s.input_dims, s.input_types, s.concrete_inputs
         FROM slices s JOIN _cpu USING (id)
         LEFT JOIN _nest n USING (id) LEFT JOIN _child ch USING (id)
-        ORDER BY s.id
         """
     )
     con.execute("DROP TABLE _nest")
@@ -166,7 +168,6 @@ def _runtime_calls(con) -> None:
                                  AND f.pid = s.pid AND f.tid = s.tid AND f.ts_ns = s.ts_ns) END AS flow_matches
         FROM slices s LEFT JOIN _launch_stack st USING (id)
         WHERE s.kind IN {_in(LAUNCH_KINDS)}
-        ORDER BY s.id
         """
     )
     con.execute("DROP TABLE _launch_stack")
@@ -212,7 +213,6 @@ def _gpu_ops(con) -> None:
         LEFT JOIN slices top ON top.id = r.top_op_id
         LEFT JOIN slices ann ON ann.id = r.annotation_id
         WHERE g.kind IN {_in(GPU_OP_KINDS)}
-        ORDER BY g.id
         """
     )
     con.execute("DROP TABLE _link")

@@ -41,24 +41,22 @@ def _cols(spec: str) -> tuple[Col, ...]:
     return tuple(out)
 
 
-_EVENT_ID = """
+_EVENT_COLS = """
 id BIGINT  Row id, unique across the database; GPU ops, launches and CPU slices join on it.
 trace_id INTEGER  The trace (input file) the event came from: traces.trace_id.
 ordinal BIGINT  Position of the event in the file's traceEvents array, from 0.
-kind VARCHAR  Normalized category (cpu_op, user_annotation, python_function, runtime, driver, kernel, memcpy, memset, gpu_user_annotation, sync, ac2g, fwdbwd, cpu_instant, overhead, trace_span, metadata, marker, counter, unknown, ...): the same kind for legacy, ROCm and MTIA names.
+ph VARCHAR  Phase as written: X (complete), i/I (instant), s/t/f (flow), C (counter), M (metadata), others kept as written (NULL when absent).
+kind VARCHAR  Normalized category (cpu_op, user_annotation, python_function, runtime, driver, kernel, memcpy, memset, gpu_user_annotation, sync, ac2g, fwdbwd, cpu_instant, overhead, trace_span, metadata, marker, counter, unknown, ...): one kind for legacy, ROCm and MTIA names.
 cat VARCHAR  Category exactly as written in the file (NULL when absent).
 name VARCHAR  Event name as written.
 pid VARCHAR  Process id as written (GPU events: the device; strings such as "Spans" are kept).
 tid VARCHAR  Thread id as written (GPU events: the stream).
-"""
-_ARGS = """
-args JSON  The event's complete args object, as written.
-extra JSON  The whole event, when it has keys beyond ph, cat, name, pid, tid, ts, dur, id, bp, s and args (otherwise NULL).
-"""
-_SLICE_HOT = """
-ts_ns BIGINT  Start, integer nanoseconds on the trace's clock (ts in µs x 1000, exact).
-dur_ns BIGINT  Duration, integer nanoseconds (exact).
-end_ns BIGINT  ts_ns + dur_ns.
+ts_ns BIGINT  Start, integer nanoseconds on the trace's clock (ts in µs x 1000, exact; NULL only for metadata events without ts).
+dur_ns BIGINT  Duration, integer nanoseconds (exact); NULL when the event has no dur.
+end_ns BIGINT  ts_ns + dur_ns (ts_ns when there is no dur).
+flow_id VARCHAR  The event's id exactly as written (for ac2g flows: the correlation id); VARCHAR because some exceed int64.
+bp VARCHAR  Flow binding point ("e": enclosing slice).
+scope VARCHAR  Instant scope s ("g" global, "p" process, "t" thread).
 correlation BIGINT  args.correlation: links a GPU op to the runtime call that launched it (unique per trace, not across traces).
 external_id BIGINT  args["External id"] (or legacy "external id"): links runtime calls and GPU ops to their CPU op.
 device INTEGER  args.device: the GPU index of a GPU event.
@@ -92,7 +90,10 @@ pg_name VARCHAR  args["Process Group Name"].
 pg_desc VARCHAR  args["Process Group Description"].
 pg_ranks VARCHAR  args["Process Group Ranks"].
 cbid INTEGER  args.cbid: CUPTI callback id of a runtime/driver call.
+args JSON  The event's complete args object, as written.
+extra JSON  The whole event when it has keys beyond ph, cat, name, pid, tid, ts, dur, id, bp, s and args, or is not a JSON object (otherwise NULL).
 """
+_EVENTS = _cols(_EVENT_COLS)
 _CPU_SLICE = """
 id BIGINT  slices.id.
 trace_id INTEGER  traces.trace_id.
@@ -164,50 +165,39 @@ props JSON  The full deviceProperties entry.
 """),
     ),
     Table(
-        "slices", "table", "base",
-        "Complete events (ph X): CPU ops, annotations, python functions, runtime calls, GPU ops, ... with the hot args as typed columns.",
-        _cols(_EVENT_ID + _SLICE_HOT + _ARGS),
+        "events", "table", "base",
+        "Every input event, one row each, whatever its phase: the single base table of events (event_counts counts it). The views below select by phase.",
+        _EVENTS,
     ),
     Table(
-        "instants", "table", "base",
+        "slices", "view", "base",
+        "Complete events (ph X): CPU ops, annotations, python functions, runtime calls, GPU ops, ...",
+        _EVENTS,
+    ),
+    Table(
+        "instants", "view", "base",
         "Instant events (ph i, I, R): memory events, markers such as 'Iteration Start'.",
-        _cols(_EVENT_ID + """
-ph VARCHAR  Phase as written.
-ts_ns BIGINT  Time, ns.
-scope VARCHAR  Instant scope s ("g" global, "p" process, "t" thread).
-""" + _ARGS),
+        _EVENTS,
     ),
     Table(
-        "flows", "table", "base",
+        "flows", "view", "base",
         "Flow events (ph s, t, f): ac2g (launch -> GPU op), fwdbwd (forward -> backward), legacy async flows.",
-        _cols(_EVENT_ID + """
-ph VARCHAR  s (start), t (step) or f (end).
-ts_ns BIGINT  Time, ns (for ac2g: the launch's or the GPU op's start).
-flow_id VARCHAR  Flow id exactly as written (for ac2g: the correlation id); VARCHAR because some exceed int64.
-bp VARCHAR  Binding point ("e": enclosing slice).
-""" + _ARGS),
+        _EVENTS,
     ),
     Table(
-        "counters", "table", "base",
+        "counters", "view", "base",
         "Counter events (ph C); args holds the series values.",
-        _cols(_EVENT_ID + "ts_ns BIGINT  Time, ns.\n" + _ARGS),
+        _EVENTS,
     ),
     Table(
-        "metadata_events", "table", "base",
+        "metadata_events", "view", "base",
         "Metadata events (ph M): process/thread names, labels and sort indices (see the processes and threads views).",
-        _cols(_EVENT_ID + "ts_ns BIGINT  Time when written, ns (often 0 or NULL).\n" + _ARGS),
+        _EVENTS,
     ),
     Table(
-        "other_events", "table", "base",
-        "Every event whose phase is none of the above (B/E, async b/e/n, samples, ...) or missing: kept, not dropped.",
-        _cols(_EVENT_ID + """
-ph VARCHAR  Phase as written (NULL when absent).
-ts_ns BIGINT  Time, ns.
-dur_ns BIGINT  Duration, ns, when the event has dur.
-flow_id VARCHAR  The event's id, when it has one.
-bp VARCHAR  bp, when present.
-scope VARCHAR  s, when present.
-""" + _ARGS),
+        "other_events", "view", "base",
+        "Events of any other phase (B/E, async b/e/n, samples, unknown) or without ph: kept, not dropped.",
+        _EVENTS,
     ),
     Table(
         "tracekit_info", "table", "base",
@@ -215,6 +205,17 @@ scope VARCHAR  s, when present.
         _cols("""
 key VARCHAR  schema_version, tracekit_version, created_at (UTC) or inputs (JSON list of paths).
 value VARCHAR  The value.
+"""),
+    ),
+    Table(
+        "rule_kernel_precision", "table", "rules",
+        "Kernel-name patterns -> precision class (tensor_core, fp32_simt); the first matching row by rule_order wins, no match is 'other'. From tracekit/rules/kernel_precision.csv plus user folders (--rules, $TRACEKIT_RULES_PATH).",
+        _cols("""
+pattern VARCHAR  RE2 regular expression matched against gpu_ops.name ((?i) for case-insensitive).
+precision VARCHAR  tensor_core or fp32_simt.
+note VARCHAR  Why the pattern means this.
+rule_file VARCHAR  The CSV the row came from.
+rule_order INTEGER  Priority: lower wins (user folders first, then the shipped file, each in file order).
 """),
     ),
     Table(
@@ -333,24 +334,6 @@ name VARCHAR  thread_name (e.g. "stream 7").
 sort_index BIGINT  thread_sort_index.
 """),
     ),
-    Table(
-        "events", "view", "linked",
-        "Every input event, from whichever table holds it: the basis of event_counts.",
-        _cols("""
-id BIGINT  Row id.
-trace_id INTEGER  traces.trace_id.
-ordinal BIGINT  Position in traceEvents.
-ph VARCHAR  Phase as written.
-kind VARCHAR  Normalized kind.
-cat VARCHAR  Category as written.
-name VARCHAR  Name.
-pid VARCHAR  Process id.
-tid VARCHAR  Thread id.
-ts_ns BIGINT  Start, ns.
-dur_ns BIGINT  Duration, ns (slices and other_events with dur).
-table VARCHAR  Table holding the event.
-"""),
-    ),
 ]
 
 TABLES: dict[str, Table] = {t.name: t for t in _TABLES}
@@ -370,7 +353,7 @@ def markdown() -> str:
         "decimals. Ids (`id`, `*_id`) join across tables; `trace_id` scopes everything per input file.",
         "",
     ]
-    for group, title in (("base", "Base tables"), ("linked", "Linked model")):
+    for group, title in (("base", "Base tables"), ("linked", "Linked model"), ("rules", "Rule tables")):
         out += [f"## {title}", ""]
         for t in _TABLES:
             if t.group != group:
