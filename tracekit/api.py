@@ -105,12 +105,13 @@ def is_database(path) -> bool:
     return p.suffix in (".duckdb", ".db") and p.is_file()
 
 
-def load(paths, output=None, cache: bool = False, progress=None, warn=None) -> Trace:
+def load(paths, output=None, cache: bool = False, progress=None, warn=None, memory_limit: str | None = None) -> Trace:
     """Load trace files or directories (or open a ``.duckdb``) into a ``Trace``.
 
     ``output`` writes the database to that file (atomically); ``cache=True``
     reuses a database cached for the same unchanged inputs; otherwise the
-    database lives in memory.
+    database lives in memory. ``memory_limit`` caps DuckDB's memory for a
+    file build (default: scaled to the input, $TRACEKIT_MEMORY_LIMIT).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -118,7 +119,7 @@ def load(paths, output=None, cache: bool = False, progress=None, warn=None) -> T
     if len(paths) == 1 and is_database(paths[0]) and output is None:
         return open(paths[0])
     if output is not None:
-        return open(database.build_file(paths, Path(output), progress=progress, warn=warn))
+        return open(database.build_file(paths, Path(output), progress=progress, warn=warn, memory_limit=memory_limit))
     if cache:
         return open(database.cached_build(paths, progress=progress, warn=warn))
     con = duckdb.connect()

@@ -116,7 +116,12 @@ def cli(ctx, debug):
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="DuckDB file to write.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary.")
-def load(paths, output, force, quiet):
+@click.option(
+    "--memory-limit", metavar="SIZE",
+    help="Cap DuckDB's memory, e.g. 4GB (default: 2.5x the uncompressed input, at least 512MB; "
+    "also $TRACEKIT_MEMORY_LIMIT).",
+)
+def load(paths, output, force, quiet, memory_limit):
     """Load trace files or directories into a DuckDB database.
 
     Each file is one trace (a rank, when several); directories are searched
@@ -133,7 +138,7 @@ def load(paths, output, force, quiet):
         raise TracekitError(f"{output}: already exists (use --force to replace it)")
     progress = _Progress(not quiet)
     try:
-        trace = api.load(list(paths), output=output, progress=progress, warn=_warn)
+        trace = api.load(list(paths), output=output, progress=progress, warn=_warn, memory_limit=memory_limit)
     finally:
         progress.close()
     with trace:

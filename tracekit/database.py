@@ -64,23 +64,56 @@ def build(con: duckdb.DuckDBPyConnection, sources: list[Source], progress=None, 
     con.executemany("INSERT INTO tracekit_info VALUES (?, ?)", list(info.items()))
 
 
-def build_file(paths, out: Path, progress=None, warn=None, overwrite: bool = True) -> Path:
+def build_file(paths, out: Path, progress=None, warn=None, overwrite: bool = True, memory_limit: str | None = None) -> Path:
     """Load ``paths`` (files or directories) into the DuckDB file ``out``, atomically.
 
     The database is written to a temporary file beside ``out`` and renamed
     over it only when complete, so a failure leaves no half-written output.
+    ``memory_limit`` caps DuckDB's memory (e.g. "2GB"); by default it scales
+    with the input (see ``auto_memory_limit``).
     """
-    return _build_file(discover(paths), Path(out), progress, warn, overwrite)
+    return _build_file(discover(paths), Path(out), progress, warn, overwrite, memory_limit)
 
 
-def _build_file(sources: list[Source], out: Path, progress, warn, overwrite: bool = True) -> Path:
+def uncompressed_bytes(path: Path) -> int:
+    """Size of a trace once decompressed (gzip records it, modulo 4 GiB, in its last 4 bytes)."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        if fh.read(2) != b"\x1f\x8b" or size < 18:
+            return size
+        fh.seek(-4, os.SEEK_END)
+        isize = int.from_bytes(fh.read(4), "little")
+    # ISIZE wraps at 4 GiB; a compressed trace is rarely smaller than 1/20 of the original.
+    while isize < size:
+        isize += 1 << 32
+    return isize
+
+
+def auto_memory_limit(sources: list[Source]) -> str:
+    """DuckDB memory cap for a build: 2.5x the uncompressed input, at least 512 MB.
+
+    DuckDB otherwise takes up to 80 % of the machine's RAM for a build that
+    needs far less; a cap proportional to the input keeps a laptop usable
+    (what does not fit is written to disk as the build goes).
+    """
+    env = os.environ.get("TRACEKIT_MEMORY_LIMIT")
+    if env:
+        return env
+    total = sum(uncompressed_bytes(s.path) for s in sources)
+    return f"{max(512 << 20, int(2.5 * total)) >> 20}MB"
+
+
+def _build_file(sources: list[Source], out: Path, progress, warn, overwrite: bool = True, memory_limit=None) -> Path:
     if out.exists() and not overwrite:
         raise TracekitError(f"{out}: already exists (use --force to replace it)")
     if not out.parent.exists():
         raise TracekitError(f"{out}: directory {out.parent} does not exist")
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        con = duckdb.connect(str(tmp))
+        # One checkpoint at the end: automatic ones mid-build rewrite the
+        # same freshly loaded data more than once.
+        limit = memory_limit or auto_memory_limit(sources)
+        con = duckdb.connect(str(tmp), config={"checkpoint_threshold": "1TB", "memory_limit": limit})
         try:
             build(con, sources, progress=progress, warn=warn)
             con.execute("CHECKPOINT")

@@ -24,7 +24,7 @@ from typing import Callable
 
 import duckdb
 
-from . import reader
+from . import fields, reader
 from .errors import NotATraceError, TraceFormatError
 from .kinds import kind_sql
 from .sources import Source, rank_from_name, trace_labels
@@ -44,43 +44,6 @@ EVENT_SPEC = {
     "s": "VARCHAR",
     "args": "JSON",
 }
-
-# (key in args, column, type): the hot fields promoted to typed slice columns.
-ARGS_FIELDS = [
-    ("correlation", "correlation", "BIGINT"),
-    ("External id", "external_id", "BIGINT"),
-    ("device", "device", "INTEGER"),
-    ("stream", "stream", "BIGINT"),
-    ("grid", "grid", "INTEGER[]"),
-    ("block", "block", "INTEGER[]"),
-    ("registers per thread", "registers_per_thread", "INTEGER"),
-    ("shared memory", "shared_memory_bytes", "BIGINT"),
-    ("blocks per SM", "blocks_per_sm", "DOUBLE"),
-    ("warps per SM", "warps_per_sm", "DOUBLE"),
-    ("est. achieved occupancy %", "est_occupancy_pct", "DOUBLE"),
-    ("bytes", "bytes", "BIGINT"),
-    ("memory bandwidth (GB/s)", "memory_bandwidth_gbps", "DOUBLE"),
-    ("Input Dims", "input_dims", "JSON"),
-    ("Input type", "input_types", "JSON"),
-    ("Input Strides", "input_strides", "JSON"),
-    ("Concrete Inputs", "concrete_inputs", "JSON"),
-    ("Sequence number", "sequence_number", "BIGINT"),
-    ("Fwd thread id", "fwd_thread_id", "BIGINT"),
-    ("Record function id", "record_function_id", "BIGINT"),
-    ("Python id", "python_id", "BIGINT"),
-    ("Python parent id", "python_parent_id", "BIGINT"),
-    ("Collective name", "collective_name", "VARCHAR"),
-    ("In msg nelems", "in_msg_nelems", "BIGINT"),
-    ("Out msg nelems", "out_msg_nelems", "BIGINT"),
-    ("Group size", "group_size", "INTEGER"),
-    ("dtype", "collective_dtype", "VARCHAR"),
-    ("In split size", "in_split_size", "VARCHAR"),
-    ("Out split size", "out_split_size", "VARCHAR"),
-    ("Process Group Name", "pg_name", "VARCHAR"),
-    ("Process Group Description", "pg_desc", "VARCHAR"),
-    ("Process Group Ranks", "pg_ranks", "VARCHAR"),
-    ("cbid", "cbid", "INTEGER"),
-]
 
 # Bounds past which a value is corrupt, not merely unusual: ts must fit
 # int64 nanoseconds; no profiler window lasts 11 days.
@@ -105,7 +68,7 @@ BASE_DDL = {
         id BIGINT, trace_id INTEGER, ordinal BIGINT, ph VARCHAR, kind VARCHAR, cat VARCHAR, name VARCHAR,
         pid VARCHAR, tid VARCHAR, ts_ns BIGINT, dur_ns BIGINT, end_ns BIGINT,
         flow_id VARCHAR, bp VARCHAR, scope VARCHAR, """
-    + ", ".join(f"{col} {typ}" for _, col, typ in ARGS_FIELDS)
+    + ", ".join(f"{col} {typ}" for _, col, typ in fields.EVENT)
     + ", args JSON, extra JSON",
 }
 
@@ -212,23 +175,22 @@ def _events_select(batch: list[_Staged]) -> str:
     # 2021 traces file record_function ranges under "Operator" like any op;
     # ranges are the ones named without a namespace and without shapes.
     kind = f"""CASE WHEN e.ph = 'X' AND e.cat = 'Operator' AND e.name NOT LIKE '%::%'
-                     AND e.name NOT LIKE '%Backward%' AND a."Input Dims" IS NULL
+                     AND e.name NOT LIKE '%Backward%' AND NOT contains(CAST(e.args AS VARCHAR), '"Input Dims"')
                 THEN 'user_annotation' ELSE {kind_sql("e.cat", "e.ph")} END"""
-    hot = ", ".join(f'a."{k}" AS {col}' for k, col, _ in ARGS_FIELDS if col != "external_id")
-    args_spec = _struct_spec({k: t for k, _, t in ARGS_FIELDS})
     return f"""
         SELECT CAST(regexp_extract(part, '/t(\\d+)\\.[^/]*$', 1) AS INTEGER) AS trace_id,
                e.ph, {kind} AS kind, e.cat, e.name, e.pid, e.tid,
                ts_ns, dur_ns, ts_ns + coalesce(dur_ns, 0) AS end_ns,
                e.id AS flow_id, e.bp, e.s AS scope,
+               a.correlation,
                coalesce(a."External id",
                         CASE WHEN contains(CAST(e.args AS VARCHAR), '"external id"')
                              THEN TRY_CAST(json_extract_string(e.args, '$."external id"') AS BIGINT) END) AS external_id,
-               {hot}, e.args, extra
+               e.args, extra
         FROM (
             SELECT part, e, extra,
                    TRY_CAST(e.ts * 1000 AS BIGINT) AS ts_ns, TRY_CAST(e.dur * 1000 AS BIGINT) AS dur_ns,
-                   CASE WHEN e.ph = 'X' THEN json_transform(e.args, '{args_spec}') END AS a
+                   CASE WHEN e.args IS NOT NULL THEN json_transform(e.args, '{fields.spec(fields.EVENT)}') END AS a
             FROM (
                 SELECT filename AS part,
                        json_transform(json, '{_struct_spec(EVENT_SPEC)}') AS e,
@@ -236,49 +198,45 @@ def _events_select(batch: list[_Staged]) -> str:
                                  OR list_bool_or(list_transform(json_keys(json), lambda k: k NOT IN ({known})))
                             THEN json END AS extra
                 FROM read_json_objects([{files}], format = 'array', filename = true,
-                                       maximum_object_size = 1073741824)
+                                       maximum_object_size = 67108864)
             )
         )
     """
 
 
 def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> None:
-    """Insert the batch's events; re-stage exactly any file DuckDB cannot parse.
+    """Insert and number the batch's events; re-stage exactly any file DuckDB cannot parse.
 
     A part DuckDB cannot parse means a wrong split guess or a malformed file:
     that file is re-staged exactly, which either fixes the split or raises an
     error with the JSON problem's line and column.
     """
     while True:
-        con.execute("BEGIN")
         try:
             con.execute(f"INSERT INTO events BY NAME {_events_select(batch)}")
-            # The insert kept file order (parallel, order-preserving), so the
-            # row number is the id, and minus the trace's first row the ordinal.
-            # Filling two columns afterwards costs far less than numbering rows
-            # during the scan, which would serialize it.
-            con.execute(
-                f"""UPDATE events SET id = events.rowid, ordinal = events.rowid - f.first_row
-                    FROM (SELECT trace_id, min(rowid) AS first_row FROM events WHERE rowid >= {id_base}
-                          GROUP BY trace_id) f
-                    WHERE events.trace_id = f.trace_id AND events.rowid >= {id_base}"""
-            )
-            _check_values(con, batch, id_base)
         except duckdb.Error as exc:
-            con.execute("ROLLBACK")
             bad = next((st for st in batch if any(str(p) in str(exc) for p in st.staged.parts)), None)
-            if bad is None or bad.staged.exact:
-                where = bad.staged.path if bad else batch[0].staged.path
-                raise TraceFormatError(where, f"invalid JSON in the events array ({_first_line(exc)})") from None
+            if bad is None or bad.staged.exact or "JSON" not in str(exc):
+                raise TraceFormatError(
+                    bad.staged.path if bad else batch[0].staged.path, f"cannot load: {_first_line(exc)}"
+                ) from None
             for p in bad.staged.parts:
                 p.unlink(missing_ok=True)
             bad.staged = reader.stage_exact(bad.staged.path, workdir, f"t{bad.trace_id}")
             continue
-        except TraceFormatError:
-            con.execute("ROLLBACK")
-            raise
-        con.execute("COMMIT")
-        return
+        break
+    # The insert kept file order (parallel, order-preserving), so once
+    # committed the row number is the id, and minus the trace's first row
+    # the ordinal. Filling two columns afterwards costs far less than
+    # numbering rows during the scan, which would serialize it.
+    con.execute(
+        f"""UPDATE events SET id = events.rowid, ordinal = events.rowid - f.first_row
+            FROM (SELECT trace_id, min(rowid) AS first_row FROM events WHERE rowid >= {id_base}
+                  GROUP BY trace_id) f
+            WHERE events.trace_id = f.trace_id AND events.rowid >= {id_base}"""
+    )
+    # A failed load leaves no output: the caller discards the database.
+    _check_values(con, batch, id_base)
 
 
 def _first_line(exc: Exception) -> str:

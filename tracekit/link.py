@@ -2,29 +2,40 @@
 
 Builds the linked model over the base tables (see docs/schema.md):
 
-- ``cpu_slices``: CPU-side slices with depth, parent and self time, nested by
-  time containment per (trace, pid, tid);
-- ``cpu_ancestors``: every (slice, enclosing slice) pair on one thread;
-- ``runtime_calls``: runtime/driver calls with their enclosing CPU op stack;
+- ``cpu_slices``: CPU-side slices with depth, parent, self time and their
+  stack (innermost and outermost enclosing cpu_op, enclosing annotations),
+  nested by time containment per (trace, pid, tid);
+- ``runtime_calls``: runtime/driver calls with the stack they were made in;
 - ``gpu_ops``: kernels, memcpys and memsets joined to their launch (by
   correlation id, scoped per trace) and, through it, to the CPU op stack;
   GPU ops with no launch in the trace are kept and flagged ``orphan``.
 
-Interval containment is a range join. DuckDB plans a range join that also
-has an equality key (same thread) as a hash join, which takes minutes on
-real traces; so each thread's timeline is shifted onto its own stretch of
-one integer axis and the join uses inequalities only (an IEJoin).
+Nesting is a range join among the slices that can contain others (ops and
+annotations). DuckDB plans a range join that also has an equality key (same
+thread) as a hash join, which takes minutes on real traces; so each thread's
+timeline is shifted onto its own stretch of one integer axis and the join
+uses inequalities only (an IEJoin). Runtime calls, the most numerous slices,
+are leaves: an ASOF join finds the last container opened before each call,
+and the call's parent is the innermost of that container and its ancestors
+that still encloses the call.
 """
 
 from __future__ import annotations
 
 import duckdb
 
+from . import fields
 from .kinds import CPU_NEST_KINDS, GPU_OP_KINDS, LAUNCH_KINDS
 
 # A child may end a few hundred ns after its parent (clock skew between the
 # profiler's callbacks); containment allows this much overhang.
 BLEED_NS = 1000
+
+_CONTAINER_KINDS = tuple(k for k in CPU_NEST_KINDS if k not in LAUNCH_KINDS)
+# Among enclosing slices the innermost opened last (ties: the shorter, then
+# the later in the file): the largest position in axis order.
+_INNER = "a_pos"
+_ENCLOSES = f"a_end > c_ts AND a_end >= c_end - {BLEED_NS}"
 
 
 def _in(values) -> str:
@@ -34,120 +45,166 @@ def _in(values) -> str:
 def build(con: duckdb.DuckDBPyConnection) -> None:
     """Create the linked tables from the base tables."""
     con.execute("SET prefer_range_joins = true")
-    _nest_cpu(con)
+    keyed = _axis(con)
+    _nest_containers(con, keyed)
+    _nest_leaves(con)
+    _cpu_slices(con)
     _runtime_calls(con)
     _gpu_ops(con)
-    con.execute("DROP TABLE IF EXISTS _cpu")
+    _python_functions(con)
+    _collectives(con)
+    for t in ("_cpu", "_anc", "_cstack", "_lstack"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
 
 
-def _nest_cpu(con) -> None:
+def _axis(con) -> bool:
+    """Put every CPU slice on one integer axis, threads far apart.
+
+    Returns True when the keys could not be spread apart (the lane must then
+    be compared explicitly).
+    """
     con.execute(
-        f"""
-        CREATE TEMP TABLE _cpu AS
-        SELECT s.id, s.trace_id, s.kind, s.name, s.ts_ns, s.dur_ns, s.end_ns,
-               dense_rank() OVER (ORDER BY s.trace_id, s.pid, s.tid) AS lane,
-               s.ts_ns - t.t0 AS rel
-        FROM slices s
-        JOIN (SELECT trace_id, min(ts_ns) AS t0 FROM slices WHERE kind IN {_in(CPU_NEST_KINDS)} GROUP BY trace_id) t
-          USING (trace_id)
-        WHERE s.kind IN {_in(CPU_NEST_KINDS)} AND s.ts_ns IS NOT NULL
-        """
+        f"""CREATE TEMP TABLE _lanes AS
+            SELECT trace_id, pid, tid, row_number() OVER () AS lane
+            FROM (SELECT DISTINCT trace_id, pid, tid FROM slices WHERE kind IN {_in(CPU_NEST_KINDS)})"""
     )
-    lanes, span = con.execute("SELECT coalesce(max(lane), 0), coalesce(max(rel + dur_ns), 0) FROM _cpu").fetchone()
+    con.execute(
+        f"""CREATE TEMP TABLE _t0 AS
+            SELECT trace_id, min(ts_ns) AS t0, max(end_ns) - min(ts_ns) AS span
+            FROM slices WHERE kind IN {_in(CPU_NEST_KINDS)} GROUP BY trace_id"""
+    )
+    lanes, span = con.execute("SELECT (SELECT count(*) FROM _lanes), (SELECT coalesce(max(span), 0) FROM _t0)").fetchone()
     shift = 1 << (int(span) + BLEED_NS + 1).bit_length()
-    if (lanes + 1) * shift < (1 << 62):
-        # One integer axis, lanes far apart: containment alone implies same thread.
-        con.execute(
-            f"""
-            CREATE TEMP TABLE _cpuk AS
-            SELECT *, lane * {shift} + rel AS k0, lane * {shift} + rel + dur_ns AS k1,
-                   lane * {shift} + rel + dur_ns - {BLEED_NS} AS k1_bleed
-            FROM _cpu
-            """
-        )
-        join_on = "a.k0 <= c.k0 AND a.k1 >= c.k1_bleed"
-    else:  # astronomically many lanes x span: fall back to the keyed join
-        con.execute(
-            f"""CREATE TEMP TABLE _cpuk AS
-                SELECT *, rel AS k0, rel + dur_ns AS k1, rel + dur_ns - {BLEED_NS} AS k1_bleed FROM _cpu"""
-        )
-        join_on = "a.lane = c.lane AND a.k0 <= c.k0 AND a.k1 >= c.k1_bleed"
+    # Lanes far apart make containment imply the same thread; with
+    # astronomically many lanes x span the keys would overflow, and the
+    # lane is then also compared (slower, but correct).
+    spread = shift if (lanes + 1) * shift < (1 << 62) else 0
+    con.execute(
+        f"""CREATE TEMP TABLE _cpu AS
+            SELECT s.id, s.trace_id, l.lane, s.kind, s.name, s.ts_ns, s.dur_ns, s.end_ns,
+                   l.lane * {spread} + (s.ts_ns - t.t0) AS k0,
+                   l.lane * {spread} + (s.end_ns - t.t0) AS k1,
+                   row_number() OVER (ORDER BY l.lane, s.ts_ns, s.dur_ns DESC, s.id) AS pos
+            FROM slices s JOIN _lanes l USING (trace_id, pid, tid) JOIN _t0 t USING (trace_id)
+            WHERE s.kind IN {_in(CPU_NEST_KINDS)}"""
+    )
+    con.execute("DROP TABLE _lanes")
+    con.execute("DROP TABLE _t0")
+    return spread == 0
+
+
+def _nest_containers(con, keyed: bool) -> None:
+    """All (container, enclosing container) pairs, and each container's stack."""
+    same_lane = "AND a.lane = c.lane" if keyed else ""
+    con.execute(f"CREATE TEMP TABLE _cont AS SELECT * FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}")
     # The join holds only the two inequalities: given more, DuckDB may pick
-    # other ones for the IEJoin and run hundreds of times slower. It carries
-    # the columns the filter needs so no join back is required.
+    # other ones for the IEJoin and run hundreds of times slower.
     con.execute(
         f"""CREATE TEMP TABLE _pairs AS
-            SELECT c.id, c.trace_id, c.ts_ns AS c_ts, c.dur_ns AS c_dur,
-                   a.id AS ancestor_id, a.kind AS ancestor_kind, a.name AS ancestor_name,
-                   a.ts_ns AS ancestor_ts_ns, a.dur_ns AS ancestor_dur_ns, a.end_ns AS a_end
-            FROM _cpuk c JOIN _cpuk a ON {join_on}"""
+            SELECT c.id, c.ts_ns AS c_ts, c.end_ns AS c_end, c.pos AS c_pos,
+                   a.id AS aid, a.kind AS akind, a.name AS aname, a.pos AS a_pos, a.end_ns AS a_end
+            FROM _cont c JOIN _cont a ON a.k0 <= c.k0 AND a.k1 >= c.k1 - {BLEED_NS} {same_lane}"""
     )
-    con.execute("DROP TABLE _cpuk")
     con.execute(
-        """
-        CREATE TABLE cpu_ancestors AS
-        SELECT id, ancestor_id, trace_id, ancestor_kind, ancestor_name, ancestor_ts_ns, ancestor_dur_ns
-        FROM _pairs
-        WHERE ancestor_id <> id AND a_end > c_ts
-          AND (ancestor_ts_ns < c_ts OR (ancestor_ts_ns = c_ts
-               AND (ancestor_dur_ns > c_dur OR (ancestor_dur_ns = c_dur AND ancestor_id < id))))
-        """
+        f"""CREATE TEMP TABLE _anc AS
+            SELECT id, aid, akind, aname, a_pos, a_end FROM _pairs
+            WHERE a_pos < c_pos AND {_ENCLOSES}"""
     )
     con.execute("DROP TABLE _pairs")
-    # The innermost ancestor opened last (ties: the longer one is outer, then file order).
     con.execute(
-        """
-        CREATE TEMP TABLE _nest AS
-        SELECT id, count(*) AS depth,
-               arg_max(ancestor_id, (ancestor_ts_ns, -ancestor_dur_ns, ancestor_id)) AS parent_id,
-               arg_min(ancestor_id, (ancestor_ts_ns, -ancestor_dur_ns, ancestor_id)) AS root_id
-        FROM cpu_ancestors GROUP BY id
-        """
+        f"""CREATE TEMP TABLE _cstack AS
+            SELECT id, count(*) AS depth,
+                   arg_max(aid, {_INNER}) AS parent_id,
+                   arg_min(aid, {_INNER}) AS root_id,
+                   arg_max(aid, {_INNER}) FILTER (WHERE akind = 'cpu_op') AS op_id,
+                   arg_min(aid, {_INNER}) FILTER (WHERE akind = 'cpu_op') AS top_op_id,
+                   arg_max(aid, {_INNER}) FILTER (WHERE akind = 'user_annotation') AS annotation_id,
+                   list(aid ORDER BY a_pos) FILTER (WHERE akind = 'user_annotation') AS annotation_ids,
+                   list(aname ORDER BY a_pos) FILTER (WHERE akind = 'user_annotation') AS annotations
+            FROM _anc GROUP BY id"""
+    )
+
+
+def _nest_leaves(con) -> None:
+    """Runtime/driver calls: parent = innermost enclosing container."""
+    con.execute(
+        f"""CREATE TEMP TABLE _prev AS
+            SELECT l.id, l.ts_ns AS c_ts, l.end_ns AS c_end, l.pos AS c_pos, c.id AS x
+            FROM (SELECT * FROM _cpu WHERE kind IN {_in(LAUNCH_KINDS)}) l
+            ASOF JOIN _cont c ON l.lane = c.lane AND c.pos < l.pos"""
+    )
+    # The enclosing container is the last one opened before the call, or one
+    # of that container's ancestors (when the last one already closed).
+    con.execute(
+        f"""CREATE TEMP TABLE _lparent AS
+            SELECT id, arg_max(aid, {_INNER}) AS parent_id
+            FROM (
+                SELECT p.id, p.c_ts, p.c_end, c.id AS aid, c.pos AS a_pos, c.end_ns AS a_end
+                FROM _prev p JOIN _cont c ON c.id = p.x
+                UNION ALL
+                SELECT p.id, p.c_ts, p.c_end, a.aid, a.a_pos, a.a_end
+                FROM _prev p JOIN _anc a ON a.id = p.x
+            )
+            WHERE {_ENCLOSES}
+            GROUP BY id"""
+    )
+    con.execute("DROP TABLE _prev")
+    con.execute("DROP TABLE _cont")
+    # A call inherits its parent's stack, the parent included.
+    con.execute(
+        """CREATE TEMP TABLE _lstack AS
+           SELECT l.id, coalesce(s.depth, 0) + 1 AS depth, l.parent_id,
+                  coalesce(s.root_id, l.parent_id) AS root_id,
+                  CASE WHEN p.kind = 'cpu_op' THEN p.id ELSE s.op_id END AS op_id,
+                  coalesce(s.top_op_id, CASE WHEN p.kind = 'cpu_op' THEN p.id END) AS top_op_id,
+                  CASE WHEN p.kind = 'user_annotation' THEN p.id ELSE s.annotation_id END AS annotation_id,
+                  CASE WHEN p.kind = 'user_annotation' THEN list_append(coalesce(s.annotation_ids, []), p.id)
+                       ELSE s.annotation_ids END AS annotation_ids,
+                  CASE WHEN p.kind = 'user_annotation' THEN list_append(coalesce(s.annotations, []), p.name)
+                       ELSE s.annotations END AS annotations
+           FROM _lparent l JOIN _cpu p ON p.id = l.parent_id LEFT JOIN _cstack s ON s.id = l.parent_id"""
+    )
+    con.execute("DROP TABLE _lparent")
+
+
+def _cpu_slices(con) -> None:
+    con.execute(
+        """CREATE TEMP TABLE _stack AS
+           SELECT id, depth, parent_id, root_id, op_id, top_op_id, annotation_id, annotation_ids, annotations
+           FROM _cstack UNION ALL
+           SELECT id, depth, parent_id, root_id, op_id, top_op_id, annotation_id, annotation_ids, annotations
+           FROM _lstack"""
     )
     con.execute(
-        """
-        CREATE TEMP TABLE _child AS
-        SELECT n.parent_id AS id, count(*) AS children,
-               sum(least(c.end_ns, p.end_ns) - greatest(c.ts_ns, p.ts_ns)) AS child_ns
-        FROM _nest n JOIN _cpu c ON c.id = n.id JOIN _cpu p ON p.id = n.parent_id
-        GROUP BY n.parent_id
-        """
+        """CREATE TEMP TABLE _child AS
+           SELECT s.parent_id AS id, count(*) AS children,
+                  sum(least(c.end_ns, p.end_ns) - greatest(c.ts_ns, p.ts_ns)) AS child_ns
+           FROM _stack s JOIN _cpu c ON c.id = s.id JOIN _cpu p ON p.id = s.parent_id
+           WHERE s.depth > 0
+           GROUP BY s.parent_id"""
     )
+    parse, typed = fields.typed(fields.OP, "args")
     con.execute(
-        """
+        f"""
         CREATE TABLE cpu_slices AS
         SELECT s.id, s.trace_id, s.kind, s.name, s.pid, s.tid, s.ts_ns, s.dur_ns, s.end_ns,
-               coalesce(n.depth, 0)::INTEGER AS depth, n.parent_id, coalesce(n.root_id, s.id) AS root_id,
+               coalesce(st.depth, 0)::INTEGER AS depth, st.parent_id, coalesce(st.root_id, s.id) AS root_id,
                coalesce(ch.children, 0)::INTEGER AS children,
                greatest(s.dur_ns - coalesce(ch.child_ns, 0), 0)::BIGINT AS self_ns,
-               s.external_id, s.correlation, s.sequence_number, s.record_function_id,
-               s.input_dims, s.input_types, s.concrete_inputs
-        FROM slices s JOIN _cpu USING (id)
-        LEFT JOIN _nest n USING (id) LEFT JOIN _child ch USING (id)
+               st.op_id, st.top_op_id, st.annotation_id,
+               coalesce(st.annotation_ids, []) AS annotation_ids, coalesce(st.annotations, []) AS annotations,
+               s.external_id, s.correlation, {typed}
+        FROM (SELECT *, CASE WHEN kind IN ('cpu_op', 'user_annotation') THEN {parse.replace(" AS a", " END AS a")}
+              FROM slices) s
+        JOIN _cpu USING (id)
+        LEFT JOIN _stack st USING (id) LEFT JOIN _child ch USING (id)
         """
     )
-    con.execute("DROP TABLE _nest")
+    con.execute("DROP TABLE _stack")
     con.execute("DROP TABLE _child")
 
 
 def _runtime_calls(con) -> None:
-    con.execute(
-        f"""
-        CREATE TEMP TABLE _launch_stack AS
-        SELECT a.id,
-               arg_max(a.ancestor_id, (a.ancestor_ts_ns, -a.ancestor_dur_ns, a.ancestor_id))
-                   FILTER (WHERE a.ancestor_kind = 'cpu_op') AS cpu_op_id,
-               arg_min(a.ancestor_id, (a.ancestor_ts_ns, -a.ancestor_dur_ns, a.ancestor_id))
-                   FILTER (WHERE a.ancestor_kind = 'cpu_op') AS top_op_id,
-               arg_max(a.ancestor_id, (a.ancestor_ts_ns, -a.ancestor_dur_ns, a.ancestor_id))
-                   FILTER (WHERE a.ancestor_kind = 'user_annotation') AS annotation_id,
-               list(a.ancestor_name ORDER BY a.ancestor_ts_ns, -a.ancestor_dur_ns, a.ancestor_id)
-                   FILTER (WHERE a.ancestor_kind = 'user_annotation') AS annotations
-        FROM cpu_ancestors a JOIN slices s USING (id)
-        WHERE s.kind IN {_in(LAUNCH_KINDS)}
-        GROUP BY a.id
-        """
-    )
     con.execute(
         """
         CREATE TEMP TABLE _sflow AS
@@ -159,18 +216,20 @@ def _runtime_calls(con) -> None:
         f"""
         CREATE TABLE runtime_calls AS
         SELECT s.id, s.trace_id, s.kind, s.name AS api, s.pid, s.tid, s.ts_ns, s.dur_ns, s.end_ns,
-               s.correlation, s.external_id, s.cbid,
-               st.cpu_op_id, st.top_op_id, st.annotation_id, coalesce(st.annotations, []) AS annotations,
+               s.correlation, s.external_id, TRY_CAST(json_extract(s.args, '$.cbid') AS INTEGER) AS cbid,
+               c.op_id AS cpu_op_id, op.name AS cpu_op_name, c.top_op_id, top.name AS top_op_name,
+               c.annotation_id, c.annotations[-1] AS annotation_name, c.annotations,
                s.name ILIKE '%graphlaunch%' AS graph_launch,
                -- NULL: no ac2g flow has this correlation; false: flows exist, none starts at this call.
                CASE WHEN EXISTS (SELECT 1 FROM _sflow f WHERE f.trace_id = s.trace_id AND f.correlation = s.correlation)
                     THEN EXISTS (SELECT 1 FROM _sflow f WHERE f.trace_id = s.trace_id AND f.correlation = s.correlation
                                  AND f.pid = s.pid AND f.tid = s.tid AND f.ts_ns = s.ts_ns) END AS flow_matches
-        FROM slices s LEFT JOIN _launch_stack st USING (id)
+        FROM slices s JOIN cpu_slices c USING (id)
+        LEFT JOIN _cpu op ON op.id = c.op_id
+        LEFT JOIN _cpu top ON top.id = c.top_op_id
         WHERE s.kind IN {_in(LAUNCH_KINDS)}
         """
     )
-    con.execute("DROP TABLE _launch_stack")
     con.execute("DROP TABLE _sflow")
 
 
@@ -191,6 +250,7 @@ def _gpu_ops(con) -> None:
         ) WHERE rn = 1
         """
     )
+    parse, typed = fields.typed(fields.GPU, "args")
     con.execute(
         f"""
         CREATE TABLE gpu_ops AS
@@ -202,17 +262,42 @@ def _gpu_ops(con) -> None:
                l.launch_id IS NULL AS orphan,
                coalesce(r.graph_launch, false) AS via_graph,
                coalesce(l.candidates, 0)::INTEGER AS launch_candidates,
-               r.cpu_op_id, op.name AS cpu_op_name, r.top_op_id, top.name AS top_op_name,
-               r.annotation_id, ann.name AS annotation_name, coalesce(r.annotations, []) AS annotations,
+               r.cpu_op_id, r.cpu_op_name, r.top_op_id, r.top_op_name,
+               r.annotation_id, r.annotation_name, coalesce(r.annotations, []) AS annotations,
                g.grid, g.block, g.registers_per_thread, g.shared_memory_bytes, g.blocks_per_sm,
                g.warps_per_sm, g.est_occupancy_pct, g.bytes, g.memory_bandwidth_gbps
-        FROM slices g
+        FROM (SELECT id, trace_id, kind, name, pid, tid, ts_ns, dur_ns, end_ns, correlation, external_id, {typed}
+              FROM (SELECT *, {parse} FROM slices WHERE kind IN {_in(GPU_OP_KINDS)})) g
         LEFT JOIN _link l ON l.id = g.id
         LEFT JOIN runtime_calls r ON r.id = l.launch_id
-        LEFT JOIN slices op ON op.id = r.cpu_op_id
-        LEFT JOIN slices top ON top.id = r.top_op_id
-        LEFT JOIN slices ann ON ann.id = r.annotation_id
-        WHERE g.kind IN {_in(GPU_OP_KINDS)}
         """
     )
     con.execute("DROP TABLE _link")
+
+
+def _python_functions(con) -> None:
+    parse, typed = fields.typed(fields.PYTHON, "args")
+    con.execute(
+        f"""
+        CREATE TABLE python_functions AS
+        WITH f AS (
+            SELECT id, trace_id, name, pid, tid, ts_ns, dur_ns, end_ns, {typed}
+            FROM (SELECT *, {parse} FROM slices WHERE kind = 'python_function')
+        )
+        SELECT f.*, p.id AS parent_id
+        FROM f LEFT JOIN f p
+          ON p.trace_id = f.trace_id AND p.pid = f.pid AND p.tid = f.tid AND p.python_id = f.python_parent_id
+        """
+    )
+
+
+def _collectives(con) -> None:
+    parse, typed = fields.typed(fields.COLLECTIVE, "args")
+    con.execute(
+        f"""
+        CREATE TABLE collectives AS
+        SELECT id, trace_id, kind, name, pid, tid, ts_ns, dur_ns, end_ns, {typed}
+        FROM (SELECT *, {parse} FROM slices
+              WHERE kind IN ('cpu_op', 'kernel') AND contains(CAST(args AS VARCHAR), '"Collective name"'))
+        """
+    )

@@ -59,37 +59,6 @@ bp VARCHAR  Flow binding point ("e": enclosing slice).
 scope VARCHAR  Instant scope s ("g" global, "p" process, "t" thread).
 correlation BIGINT  args.correlation: links a GPU op to the runtime call that launched it (unique per trace, not across traces).
 external_id BIGINT  args["External id"] (or legacy "external id"): links runtime calls and GPU ops to their CPU op.
-device INTEGER  args.device: the GPU index of a GPU event.
-stream BIGINT  args.stream: the GPU stream of a GPU event.
-grid INTEGER[]  args.grid: kernel grid dimensions [x, y, z].
-block INTEGER[]  args.block: kernel block dimensions [x, y, z].
-registers_per_thread INTEGER  args["registers per thread"].
-shared_memory_bytes BIGINT  args["shared memory"]: static + dynamic shared memory per block, bytes.
-blocks_per_sm DOUBLE  args["blocks per SM"] as reported by CUPTI.
-warps_per_sm DOUBLE  args["warps per SM"] as reported by CUPTI.
-est_occupancy_pct DOUBLE  args["est. achieved occupancy %"] as reported by CUPTI (0 for cuLaunchKernelEx launches).
-bytes BIGINT  args.bytes: bytes moved by a memcpy or set by a memset.
-memory_bandwidth_gbps DOUBLE  args["memory bandwidth (GB/s)"] of a memcpy/memset.
-input_dims JSON  args["Input Dims"]: shapes of a CPU op's inputs (record_shapes).
-input_types JSON  args["Input type"]: dtypes of a CPU op's inputs.
-input_strides JSON  args["Input Strides"].
-concrete_inputs JSON  args["Concrete Inputs"]: scalar argument values.
-sequence_number BIGINT  args["Sequence number"]: autograd sequence number (forward/backward pairing).
-fwd_thread_id BIGINT  args["Fwd thread id"].
-record_function_id BIGINT  args["Record function id"].
-python_id BIGINT  args["Python id"] of a python_function event.
-python_parent_id BIGINT  args["Python parent id"]: the enclosing python_function's python_id.
-collective_name VARCHAR  args["Collective name"] (record_param_comms / NCCL kernels).
-in_msg_nelems BIGINT  args["In msg nelems"].
-out_msg_nelems BIGINT  args["Out msg nelems"].
-group_size INTEGER  args["Group size"].
-collective_dtype VARCHAR  args.dtype of a collective.
-in_split_size VARCHAR  args["In split size"].
-out_split_size VARCHAR  args["Out split size"].
-pg_name VARCHAR  args["Process Group Name"].
-pg_desc VARCHAR  args["Process Group Description"].
-pg_ranks VARCHAR  args["Process Group Ranks"].
-cbid INTEGER  args.cbid: CUPTI callback id of a runtime/driver call.
 args JSON  The event's complete args object, as written.
 extra JSON  The whole event when it has keys beyond ph, cat, name, pid, tid, ts, dur, id, bp, s and args, or is not a JSON object (otherwise NULL).
 """
@@ -109,13 +78,20 @@ parent_id BIGINT  Innermost enclosing slice (cpu_slices.id), NULL at top level.
 root_id BIGINT  Outermost enclosing slice (itself at top level).
 children INTEGER  Number of direct children.
 self_ns BIGINT  dur_ns minus the time covered by direct children (clipped to this slice), ns.
+op_id BIGINT  Innermost enclosing cpu_op (cpu_slices.id), itself excluded; NULL when none.
+top_op_id BIGINT  Outermost enclosing cpu_op, itself excluded.
+annotation_id BIGINT  Innermost enclosing user_annotation (record_function range), itself excluded.
+annotation_ids BIGINT[]  All enclosing user_annotations, outermost first.
+annotations VARCHAR[]  Their names, outermost first (ProfilerStep#N, attn_fwd, stage:softmax, ...).
 external_id BIGINT  slices.external_id.
 correlation BIGINT  slices.correlation (runtime/driver calls).
-sequence_number BIGINT  slices.sequence_number.
-record_function_id BIGINT  slices.record_function_id.
-input_dims JSON  slices.input_dims.
-input_types JSON  slices.input_types.
-concrete_inputs JSON  slices.concrete_inputs.
+input_dims JSON  args["Input Dims"]: shapes of the op's inputs (record_shapes).
+input_types JSON  args["Input type"]: dtypes of the op's inputs.
+input_strides JSON  args["Input Strides"].
+concrete_inputs JSON  args["Concrete Inputs"]: scalar argument values.
+sequence_number BIGINT  args["Sequence number"]: autograd sequence number (forward/backward pairing).
+fwd_thread_id BIGINT  args["Fwd thread id"].
+record_function_id BIGINT  args["Record function id"].
 """
 
 _TABLES = [
@@ -224,19 +200,6 @@ rule_order INTEGER  Priority: lower wins (user folders first, then the shipped f
         _cols(_CPU_SLICE),
     ),
     Table(
-        "cpu_ancestors", "table", "linked",
-        "Every (slice, enclosing slice) pair of cpu_slices on one thread: the stack of each slice. A child may end up to 1 µs after its parent (profiler clock skew).",
-        _cols("""
-id BIGINT  The enclosed slice (cpu_slices.id).
-ancestor_id BIGINT  An enclosing slice (cpu_slices.id).
-trace_id INTEGER  traces.trace_id.
-ancestor_kind VARCHAR  Kind of the enclosing slice.
-ancestor_name VARCHAR  Name of the enclosing slice.
-ancestor_ts_ns BIGINT  Start of the enclosing slice, ns.
-ancestor_dur_ns BIGINT  Duration of the enclosing slice, ns.
-"""),
-    ),
-    Table(
         "runtime_calls", "table", "linked",
         "Runtime and driver API calls (cudaLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch, hipLaunchKernel, cudaMemcpyAsync, ...) with their enclosing CPU op stack.",
         _cols("""
@@ -251,10 +214,13 @@ dur_ns BIGINT  Duration (CPU time of the call), ns.
 end_ns BIGINT  End, ns.
 correlation BIGINT  Correlation id shared with the GPU ops it launched.
 external_id BIGINT  External id of the CPU op that made the call.
-cbid INTEGER  CUPTI callback id.
+cbid INTEGER  args.cbid: CUPTI callback id.
 cpu_op_id BIGINT  Innermost enclosing cpu_op (cpu_slices.id), NULL when none.
+cpu_op_name VARCHAR  Its name, e.g. aten::_flash_attention_forward.
 top_op_id BIGINT  Outermost enclosing cpu_op.
+top_op_name VARCHAR  Its name, e.g. aten::scaled_dot_product_attention.
 annotation_id BIGINT  Innermost enclosing user_annotation (record_function range).
+annotation_name VARCHAR  Its name.
 annotations VARCHAR[]  Names of all enclosing user_annotations, outermost first.
 graph_launch BOOLEAN  The call is a CUDA/HIP graph launch (one correlation for many GPU ops).
 flow_matches BOOLEAN  An ac2g flow with this correlation starts at this call (same thread and time); false if such flows exist but none does; NULL if the trace has no ac2g flow for it.
@@ -291,15 +257,57 @@ top_op_name VARCHAR  Its name, e.g. aten::scaled_dot_product_attention.
 annotation_id BIGINT  Innermost user_annotation enclosing the launch.
 annotation_name VARCHAR  Its name, e.g. attn_fwd.
 annotations VARCHAR[]  All user_annotations enclosing the launch, outermost first (ProfilerStep#N, ...).
-grid INTEGER[]  Grid dimensions.
-block INTEGER[]  Block dimensions.
-registers_per_thread INTEGER  Registers per thread.
-shared_memory_bytes BIGINT  Shared memory per block, bytes.
-blocks_per_sm DOUBLE  Reported blocks per SM.
-warps_per_sm DOUBLE  Reported warps per SM.
-est_occupancy_pct DOUBLE  Reported achieved occupancy estimate, %.
-bytes BIGINT  Bytes moved (memcpy/memset).
-memory_bandwidth_gbps DOUBLE  Reported bandwidth (memcpy/memset), GB/s.
+grid INTEGER[]  args.grid: kernel grid dimensions [x, y, z].
+block INTEGER[]  args.block: kernel block dimensions [x, y, z].
+registers_per_thread INTEGER  args["registers per thread"].
+shared_memory_bytes BIGINT  args["shared memory"]: static + dynamic shared memory per block, bytes.
+blocks_per_sm DOUBLE  args["blocks per SM"] as reported by CUPTI.
+warps_per_sm DOUBLE  args["warps per SM"] as reported by CUPTI.
+est_occupancy_pct DOUBLE  args["est. achieved occupancy %"] as reported by CUPTI (0 for cuLaunchKernelEx launches).
+bytes BIGINT  args.bytes: bytes moved by a memcpy or set by a memset.
+memory_bandwidth_gbps DOUBLE  args["memory bandwidth (GB/s)"] of a memcpy/memset.
+"""),
+    ),
+    Table(
+        "python_functions", "table", "linked",
+        "python_function events (with_stack) with their Python ids and parent.",
+        _cols("""
+id BIGINT  events.id.
+trace_id INTEGER  traces.trace_id.
+name VARCHAR  Python frame, e.g. "nn.Module: Attention_0" or "model.py(42): forward".
+pid VARCHAR  Process id.
+tid VARCHAR  Thread id.
+ts_ns BIGINT  Start, ns.
+dur_ns BIGINT  Duration, ns.
+end_ns BIGINT  End, ns.
+python_id BIGINT  args["Python id"].
+python_parent_id BIGINT  args["Python parent id"]: the enclosing frame's python_id.
+parent_id BIGINT  The enclosing frame's id (python_functions.id), NULL at the top.
+"""),
+    ),
+    Table(
+        "collectives", "table", "linked",
+        "CPU ops and kernels carrying collective-communication args (record_param_comms, NCCL/RCCL kernels).",
+        _cols("""
+id BIGINT  events.id.
+trace_id INTEGER  traces.trace_id.
+kind VARCHAR  cpu_op or kernel.
+name VARCHAR  Name as written.
+pid VARCHAR  Process id (device for kernels).
+tid VARCHAR  Thread id (stream for kernels).
+ts_ns BIGINT  Start, ns.
+dur_ns BIGINT  Duration, ns.
+end_ns BIGINT  End, ns.
+collective_name VARCHAR  args["Collective name"] (allreduce, allgather, ...).
+in_msg_nelems BIGINT  args["In msg nelems"].
+out_msg_nelems BIGINT  args["Out msg nelems"].
+group_size INTEGER  args["Group size"].
+dtype VARCHAR  args.dtype.
+in_split_size VARCHAR  args["In split size"].
+out_split_size VARCHAR  args["Out split size"].
+pg_name VARCHAR  args["Process Group Name"].
+pg_desc VARCHAR  args["Process Group Description"].
+pg_ranks VARCHAR  args["Process Group Ranks"].
 """),
     ),
     Table(
