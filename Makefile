@@ -25,7 +25,8 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 
 demo: $(VENV)/.installed
 	$(BIN)/tracekit load $(DEMO_TRACES)/*.json.gz -o $(DEMO_DB) --force
-	$(BIN)/tracekit sql $(DEMO_DB) "SELECT t.trace, a.name AS region, count(*) AS calls, round(avg(a.dur_ns) / 1000, 1) AS cpu_us_avg, round(avg(a.children), 1) AS ops_per_call FROM annotations a JOIN traces t USING (trace_id) WHERE a.name LIKE 'attention:%' GROUP BY ALL ORDER BY 1"
+	$(BIN)/tracekit stages $(DEMO_DB) --calls 5
+	$(BIN)/tracekit query region_summary $(DEMO_DB) -p "pattern=^attention:"
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest

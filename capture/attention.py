@@ -163,9 +163,10 @@ def _body(impl: str, causal: bool, shape: AttentionShape, device: str, staged: b
         return naive, nullcontext
 
     if impl in SDPA_BACKENDS or impl == "auto":
+        # No stage label: the backend decides what runs (fused kernels, or
+        # the math path's matmuls and softmax), and tracekit reads it off the ops.
         def sdpa(q: Any, k: Any, v: Any) -> Any:
-            with label("fused_attention"):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
         if impl == "auto":
             return sdpa, nullcontext
@@ -201,8 +202,7 @@ def _body(impl: str, causal: bool, shape: AttentionShape, device: str, staged: b
                 ) from exc
 
         def flex(q: Any, k: Any, v: Any) -> Any:
-            with label("fused_attention"):
-                return flex_module.flex_attention(q, k, v, block_mask=block_mask)
+            return flex_module.flex_attention(q, k, v, block_mask=block_mask)
 
         return flex, _quiet_flex
 

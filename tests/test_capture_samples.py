@@ -26,7 +26,8 @@ def test_manifest_lists_valid_small_traces():
         assert meta["dtype"] == manifest["dtype"] and meta["torch_version"] == manifest["torch_version"]
         names = {e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"}
         assert f"attention:{entry['impl']}" in names
-        assert any(n.startswith("stage:") for n in names)
+        # Hand-written variants label their stages; SDPA variants leave it to the ops.
+        assert any(n.startswith("stage:") for n in names) == (entry["impl"] in ("naive", "inplace"))
         assert (SAMPLES / entry["key_averages_txt"]).is_file()
         figures = json.loads((SAMPLES / entry["key_averages_json"]).read_text())
         assert figures["regions"][f"attention:{entry['impl']}"]["count"] == manifest["schedule"]["active"]

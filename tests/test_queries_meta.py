@@ -23,21 +23,27 @@ GOLDEN = Path(__file__).parent / "golden"
 SHIPPED = sorted(queries.library().values(), key=lambda q: q.id)
 
 # Inputs for golden runs: name -> function returning a path (made on demand).
-def _synthetic_flash(tmp: Path) -> Path:
-    path = tmp / "synthetic_flash.json.gz"
-    post_variants(["flash"])["flash"].write(path)
-    return path
+# synthetic_<variant> is one of the post's variants built by tests/synthetic.py.
+def _synthetic(variant: str):
+    def make(tmp: Path) -> Path:
+        path = tmp / f"synthetic_{variant}.json.gz"
+        post_variants([variant])[variant].write(path)
+        return path
+
+    return make
 
 
-def _h100(tmp: Path) -> Path:
-    return require_shared() / "tracelens" / "h100_bert-small_sdpa-flash.json.gz"
+def _shared(rel: str):
+    return lambda tmp: require_shared() / rel
 
 
-def _mi300(tmp: Path) -> Path:
-    return require_shared() / "tracelens" / "mi300_bert-small_sdpa-flash.json.gz"
-
-
-INPUTS = {"synthetic_flash": _synthetic_flash, "h100_bert-small_sdpa-flash": _h100, "mi300_bert-small_sdpa-flash": _mi300}
+INPUTS = {
+    **{f"synthetic_{v}": _synthetic(v) for v in ("naive", "inplace", "math", "efficient", "flash", "cudnn")},
+    "h100_bert-small_sdpa-flash": _shared("tracelens/h100_bert-small_sdpa-flash.json.gz"),
+    "mi300_bert-small_sdpa-flash": _shared("tracelens/mi300_bert-small_sdpa-flash.json.gz"),
+    "b200_vllm_eager_paged-fp8": _shared("tracelens/b200_vllm_eager_paged-fp8.json.gz"),
+    "mi300_sglang_qwen3-8b_decode_hipgraph": _shared("tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz"),
+}
 
 
 def golden_cases():
@@ -96,3 +102,14 @@ def test_generated_docs_are_current():
     from tracekit import docgen
 
     assert docgen.main(["--check"]) == 0, "run `make docs` and commit the result"
+
+
+def test_every_query_folder_ships_in_the_wheel():
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
+    root = queries.shipped_dir()
+    folders = {".".join(("tracekit.queries", *p.relative_to(root).parts)) for p in root.rglob("*") if p.is_dir()}
+    folders.discard("tracekit.queries.__pycache__")
+    assert folders <= set(config["packages"])
+    assert all(f in config["package-data"] for f in folders)

@@ -8,7 +8,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from . import database, queries
+from . import attribution, database, link, queries, rules
 from .errors import QueryError, TraceFormatError
 from .schema import TABLES
 from .sources import discover
@@ -64,11 +64,29 @@ class Trace:
         except duckdb.Error as exc:
             raise QueryError(f"query {q.id} ({q.path}) failed: {str(exc).strip()}") from None
 
+    def use_rules(self, rule_dirs) -> "Trace":
+        """Re-attribute stages with extra rule folders (their rows win over the shipped ones).
+
+        Works on read-only databases too: the rule and attribution tables are
+        rebuilt as TEMP tables for this connection only.
+        """
+        if not rule_dirs:
+            return self
+        try:
+            rules.load(self.con, rule_dirs, temp=True)
+            link.nest(self.con)
+            attribution.build(self.con, temp=True)
+            link.drop_work(self.con)
+        except duckdb.Error as exc:
+            raise QueryError(f"re-attributing with {', '.join(map(str, rule_dirs))} failed: {str(exc).strip()}") from None
+        return self
+
     def tables(self) -> list[dict]:
         """Tables and views of the database with their documented columns."""
         rows = self.con.execute(
             "SELECT table_name, table_type FROM information_schema.tables "
-            "WHERE table_schema = 'main' AND table_catalog = current_database() ORDER BY table_name"
+            "WHERE table_schema = 'main' AND table_catalog = current_database() "
+            "AND table_name NOT LIKE '\\_%' ESCAPE '\\' ORDER BY table_name"
         ).fetchall()
         out = []
         for name, kind in rows:

@@ -86,6 +86,11 @@ def _params(pairs) -> dict[str, str]:
 
 source_arg = click.argument("source", metavar="SOURCE")
 cache_opt = click.option("--no-cache", "no_cache", is_flag=True, help="Re-parse a raw trace instead of using the cache.")
+rules_opt = click.option(
+    "--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True),
+    help="Folder of rule CSVs (label_stages.csv, op_stages.csv, kernel_stages.csv, ...) whose rows win over "
+    "the shipped ones (repeatable; also $TRACEKIT_RULES_PATH at load time).",
+)
 queries_opt = click.option(
     "--queries", "query_dirs", multiple=True, type=click.Path(file_okay=False, exists=True),
     help="Extra folder of .sql queries (repeatable; also $TRACEKIT_QUERY_PATH).",
@@ -170,9 +175,10 @@ def sql(source, sql, no_cache):
 @source_arg
 @click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="Query parameter (repeatable).")
 @queries_opt
+@rules_opt
 @cache_opt
 @output_options
-def query(name, source, params, query_dirs, no_cache):
+def query(name, source, params, query_dirs, rule_dirs, no_cache):
     """Run the named query NAME against SOURCE.
 
     'tracekit queries' lists the queries and their parameters.
@@ -186,7 +192,54 @@ def query(name, source, params, query_dirs, no_cache):
     bound = _params(params)
     q.bind(bound)  # fail on bad parameters before loading anything
     with open_source(source, cache=not no_cache) as trace:
-        return trace.query_arrow(q.id, bound, query_dirs)
+        return trace.use_rules(rule_dirs).query_arrow(q.id, bound, query_dirs)
+
+
+@cli.command(context_settings=CONTEXT)
+@source_arg
+@click.option("--calls", default=12, show_default=True, help="Attention calls to list (0: all).")
+@click.option("--include-orphans", is_flag=True, help="Count GPU ops with no launch in the trace.")
+@click.option("-f", "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--max-width", type=int, default=48, show_default=True, help="Truncate table cells (0: never).")
+@rules_opt
+@cache_opt
+def stages(source, calls, include_orphans, fmt, max_width, rule_dirs, no_cache):
+    """Where attention time goes: the stage breakdown and the attention calls.
+
+    Runs the stage_breakdown and attention_calls queries. Each GPU op's stage
+    comes from a record_function label, else its launching op, else its kernel
+    name (the stage_breakdown columns gpu_by_* say which); see
+    docs/attribution.md for the rules and how to add your own with --rules.
+
+    \b
+    Example:
+      tracekit stages run.duckdb
+      tracekit stages trace.json.gz --rules my_rules/ -f json
+    """
+    import json
+
+    with open_source(source, cache=not no_cache) as trace:
+        trace.use_rules(rule_dirs)
+        params = {"include_orphans": include_orphans}
+        breakdown = trace.query_arrow("stage_breakdown", params)
+        call_rows = trace.query_arrow("attention_calls", params)
+    total = call_rows.num_rows
+    if calls and total > calls:
+        call_rows = call_rows.slice(0, calls)
+    if fmt == "json":
+        out = {"stage_breakdown": render.records(breakdown), "attention_calls": render.records(call_rows),
+               "attention_calls_total": total}
+        click.echo(json.dumps(out, indent=1))
+        return
+    keep = ["trace", "stage", "gpu_ops", "gpu_ns", "share_pct", "cpu_ops", "cpu_ns",
+            "gpu_by_label", "gpu_by_op", "gpu_by_kernel"]
+    click.echo("Stage breakdown (stage_breakdown)")
+    render.render(breakdown.select(keep), "table", out=sys.stdout, max_width=max_width)
+    shown = f"first {call_rows.num_rows} of {total}" if call_rows.num_rows < total else f"{total}"
+    click.echo(f"\nAttention calls (attention_calls; {shown})")
+    keep = ["trace", "call_id", "impl", "op", "gpu_ops", "gpu_ns", "attention_kernel_ns", "cpu_ns",
+            "batch", "heads", "seq_q", "head_dim", "causal", "tflops_per_s"]
+    render.render(call_rows.select(keep), "table", out=sys.stdout, max_width=max_width)
 
 
 @cli.command("queries", context_settings=CONTEXT)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, ingest, link, rules
+from . import __version__, attribution, ingest, link, rules
 from .errors import TracekitError, TraceFormatError
 from .sources import Source, discover
 
@@ -51,8 +51,10 @@ def build(con: duckdb.DuckDBPyConnection, sources: list[Source], progress=None, 
     con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
     ingest.create_tables(con)
     ingest.ingest(con, sources, progress=progress, warn=warn)
-    link.build(con)
+    link.build(con, keep_work=True)
     rules.load(con)
+    attribution.build(con)
+    link.drop_work(con)
     for name, sql in VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
     info = {

@@ -42,8 +42,13 @@ def _in(values) -> str:
     return "(" + ", ".join(f"'{v}'" for v in values) + ")"
 
 
-def build(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the linked tables from the base tables."""
+def build(con: duckdb.DuckDBPyConnection, keep_work: bool = False) -> None:
+    """Create the linked tables from the base tables.
+
+    ``keep_work`` leaves the working tables ``_cpu`` (every CPU slice with
+    its position on the axis) and ``_anc`` (container ancestors) for the
+    attribution step; ``drop_work`` removes them.
+    """
     con.execute("SET prefer_range_joins = true")
     keyed = _axis(con)
     _nest_containers(con, keyed)
@@ -53,7 +58,23 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     _gpu_ops(con)
     _python_functions(con)
     _collectives(con)
-    for t in ("_cpu", "_anc", "_cstack", "_lstack"):
+    for t in ("_cstack", "_lstack"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
+    if not keep_work:
+        drop_work(con)
+
+
+def nest(con: duckdb.DuckDBPyConnection) -> None:
+    """Recreate only the working tables (for re-attribution over a finished database)."""
+    con.execute("SET prefer_range_joins = true")
+    _nest_containers(con, _axis(con))
+    con.execute("DROP TABLE IF EXISTS _cont")
+    con.execute("DROP TABLE IF EXISTS _cstack")
+
+
+def drop_work(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop the working tables ``build(keep_work=True)`` left."""
+    for t in ("_cpu", "_anc"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
 
 

@@ -33,6 +33,11 @@ def _plain(value):
     return value
 
 
+def records(table: pa.Table) -> list[dict]:
+    """Rows as JSON-friendly dicts."""
+    return [_plain(r) for r in table.to_pylist()]
+
+
 def _cell(value, exact: bool = False) -> str:
     """Text of one value in table (rounded floats) and CSV (exact) output."""
     if value is None:
@@ -85,7 +90,7 @@ def render(table: pa.Table, fmt: str, out=None, path: Path | None = None, max_wi
         for row in table.to_pylist():
             writer.writerow([_cell(v, exact=True) for v in row.values()])
     elif fmt == "json":
-        json.dump([_plain(r) for r in table.to_pylist()], buf, indent=1)
+        json.dump(records(table), buf, indent=1)
         buf.write("\n")
     else:
         for r in table.to_pylist():

@@ -63,6 +63,10 @@ args JSON  The event's complete args object, as written.
 extra JSON  The whole event when it has keys beyond ph, cat, name, pid, tid, ts, dur, id, bp, s and args, or is not a JSON object (otherwise NULL).
 """
 _EVENTS = _cols(_EVENT_COLS)
+_RULE_COMMON = """
+rule_file VARCHAR  The CSV the row came from.
+rule_order INTEGER  Priority: lower wins (user folders first, then the shipped file, each in file order).
+"""
 _CPU_SLICE = """
 id BIGINT  slices.id.
 trace_id INTEGER  traces.trace_id.
@@ -190,8 +194,103 @@ value VARCHAR  The value.
 pattern VARCHAR  RE2 regular expression matched against gpu_ops.name ((?i) for case-insensitive).
 precision VARCHAR  tensor_core or fp32_simt.
 note VARCHAR  Why the pattern means this.
-rule_file VARCHAR  The CSV the row came from.
-rule_order INTEGER  Priority: lower wins (user folders first, then the shipped file, each in file order).
+""" + _RULE_COMMON),
+    ),
+    Table(
+        "rule_label_stages", "table", "rules",
+        "record_function label patterns -> attention stage and/or attention call (tracekit/rules/label_stages.csv plus user folders). The first matching row by rule_order wins.",
+        _cols("""
+pattern VARCHAR  RE2 regular expression matched against the annotation's name ((?i) for case-insensitive).
+stage VARCHAR  Stage the label means (\\1: the pattern's first group, e.g. stage:softmax -> softmax); empty: none.
+call VARCHAR  yes: each range with this label is one attention call.
+impl VARCHAR  Attention implementation the label names (\\1 allowed), used when no op says more.
+note VARCHAR  Why.
+""" + _RULE_COMMON),
+    ),
+    Table(
+        "rule_op_stages", "table", "rules",
+        "CPU op name patterns -> stage, attention call and impl (tracekit/rules/op_stages.csv plus user folders). The first matching row by rule_order wins.",
+        _cols("""
+pattern VARCHAR  RE2 regular expression matched against the cpu_op's name.
+stage VARCHAR  Stage of the GPU ops launched below the op (matmul and proj are resolved to qk_matmul/pv_matmul and qkv_proj/out_proj by position in the call); empty: none.
+call VARCHAR  yes: the op is (or starts) one attention call.
+impl VARCHAR  Attention implementation (flash, efficient, cudnn, math, flex, paged, ...).
+context VARCHAR  any: applies everywhere; call: only inside an attention call (generic ops such as aten::mul).
+scope VARCHAR  outer: the outermost such op below the call decides for its subtree; inner: the op decides for its own subtree wherever it sits.
+causal_arg VARCHAR  Index of is_causal in the op's Concrete Inputs; marks the op whose Input Dims give the call's shapes.
+note VARCHAR  Why.
+""" + _RULE_COMMON),
+    ),
+    Table(
+        "rule_kernel_stages", "table", "rules",
+        "Kernel name patterns -> stage (tracekit/rules/kernel_stages.csv plus user folders): used when labels and ops leave a GPU op undecided (graph replays, orphans). Patterns see the name without template and parameter lists.",
+        _cols("""
+pattern VARCHAR  RE2 regular expression matched against the kernel's base name (no <...> or (...)).
+stage VARCHAR  Stage of the kernel.
+impl VARCHAR  Attention implementation, when the name tells.
+context VARCHAR  any: applies everywhere; call: only to kernels launched inside an attention call.
+attention VARCHAR  yes: an attention kernel (counted in kernel-level attention time).
+note VARCHAR  Why.
+""" + _RULE_COMMON),
+    ),
+    Table(
+        "cpu_stages", "table", "attention",
+        "Attention stage of every CPU slice (cpu_slices), decided by labels, then op rules; the basis of CPU-time attribution.",
+        _cols("""
+id BIGINT  cpu_slices.id.
+trace_id INTEGER  traces.trace_id.
+kind VARCHAR  cpu_slices.kind.
+name VARCHAR  Name.
+stage VARCHAR  Attention stage (qkv_proj, rope, qk_matmul, scale, mask, softmax, dropout, pv_matmul, out_proj, kv_cache, fused_attention, layout, other; see docs/attribution.md).
+source VARCHAR  What decided: label, op, or none (then stage is other).
+call_id BIGINT  The attention call the slice belongs to (attention_calls.call_id), NULL outside one.
+decider_id BIGINT  The annotation or op whose rule decided (cpu_slices.id).
+rule VARCHAR  The pattern of the deciding rule.
+self_ns BIGINT  The slice's self time, ns (cpu_slices.self_ns).
+"""),
+    ),
+    Table(
+        "gpu_op_stages", "table", "attention",
+        "Attention stage of every GPU op: from its launch's cpu_stages (label, op), else Kineto's gpu_user_annotation (orphans), else kernel-name rules.",
+        _cols("""
+id BIGINT  gpu_ops.id.
+trace_id INTEGER  traces.trace_id.
+kind VARCHAR  kernel, memcpy or memset.
+name VARCHAR  Kernel name.
+stage VARCHAR  Attention stage (see cpu_stages.stage).
+source VARCHAR  What decided: label, op, gpu_annotation, kernel, or none (then stage is other).
+call_id BIGINT  Attention call (attention_calls.call_id); an attention kernel outside any call is a call of its own.
+rule VARCHAR  The pattern of the deciding rule.
+attention_kernel BOOLEAN  Counted in kernel-level attention time: an attention kernel by name, or a kernel of stage qk_matmul/scale/mask/softmax/dropout/pv_matmul.
+kernel_impl VARCHAR  Implementation the kernel name tells (flash, efficient, cudnn, paged, ...).
+orphan BOOLEAN  gpu_ops.orphan.
+dur_ns BIGINT  Duration, ns.
+"""),
+    ),
+    Table(
+        "attention_calls", "table", "attention",
+        "One row per attention call: a range labelled as a call, an attention op (SDPA, flash_attn, vLLM, ...), or an attention kernel found by name outside any call.",
+        _cols("""
+call_id BIGINT  The call's id: the labelled range's or op's cpu_slices.id, or the kernel's gpu_ops.id.
+trace_id INTEGER  traces.trace_id.
+impl VARCHAR  naive, math, efficient, flash, cudnn, flex, paged, ... or unknown: from the innermost op that names one, else the kernel names, else the label, else naive when QK^T/softmax/PV run unfused.
+op VARCHAR  Name of the label, op or kernel that defines the call.
+call_source VARCHAR  label, op or kernel.
+gpu_ops BIGINT  GPU ops launched inside the call.
+gpu_ns BIGINT  Their summed duration: op-level time (helper kernels included), ns.
+attention_kernel_ns BIGINT  Summed duration of the attention kernels only: kernel-level time, ns.
+cpu_ns BIGINT  CPU duration of the call's range or op, ns (NULL for kernel-defined calls).
+orphan BOOLEAN  All the call's GPU ops were launched before the trace began.
+ts_ns BIGINT  Start of the call on the CPU (or of the kernel), ns.
+batch BIGINT  Batch size (Input Dims of the SDPA op's query).
+heads BIGINT  Query heads.
+kv_heads BIGINT  Key/value heads.
+seq_q BIGINT  Query length.
+seq_kv BIGINT  Key/value length.
+head_dim BIGINT  Head dimension.
+causal BOOLEAN  is_causal from the op's Concrete Inputs.
+dtype VARCHAR  Query dtype as written (e.g. c10::BFloat16).
+flops BIGINT  4*batch*heads*seq_q*seq_kv*head_dim (QK^T and PV), halved when causal.
 """),
     ),
     Table(
@@ -361,7 +460,9 @@ def markdown() -> str:
         "decimals. Ids (`id`, `*_id`) join across tables; `trace_id` scopes everything per input file.",
         "",
     ]
-    for group, title in (("base", "Base tables"), ("linked", "Linked model"), ("rules", "Rule tables")):
+    for group, title in (
+        ("base", "Base tables"), ("linked", "Linked model"), ("attention", "Attention attribution"), ("rules", "Rule tables"),
+    ):
         out += [f"## {title}", ""]
         for t in _TABLES:
             if t.group != group:

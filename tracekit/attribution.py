@@ -1,0 +1,309 @@
+"""Attention-stage attribution: every CPU slice and GPU op gets a stage.
+
+Layers, most trusted first (each row records which one decided, ``source``):
+
+1. ``label``: the innermost enclosing ``record_function`` range whose name
+   matches a rule of ``rule_label_stages`` with a stage (the capture module's
+   ``stage:<stage>``, or the user's own patterns). A GPU op is inside a range
+   when the call that launched it is (the NVTX projection rule). GPU ops whose
+   launch is not in the trace fall back to Kineto's ``gpu_user_annotation``
+   ranges (``gpu_annotation``).
+2. ``op``: the launching op stack, by ``rule_op_stages``: the outermost op
+   below the attention call that has a stage rule decides, so the Memcpy an
+   out-of-place ``masked_fill`` launches is ``mask`` and every kernel under
+   ``aten::_scaled_dot_product_flash_attention`` is ``fused_attention`` -
+   except that rules with scope ``inner`` (KV-cache writes, rotary
+   embeddings) decide for their own subtree wherever they sit.
+   Rules with context ``call`` (softmax, mul, bmm, linear, ...) apply only
+   inside an attention call; ``matmul`` becomes ``qk_matmul`` or
+   ``pv_matmul`` by its position around the call's softmax, ``proj``
+   becomes ``qkv_proj`` or ``out_proj`` around the call's core.
+3. ``kernel``: kernel-name rules (``rule_kernel_stages``), for GPU ops the
+   first two layers left undecided: CUDA/HIP-graph replays, where one launch
+   owns hundreds of kernels, and orphans.
+
+Everything else is ``other`` with source ``none``. An attention call is the
+outermost range or op a rule marks as a call (``attention:<impl>``,
+``attn_fwd``, ``aten::scaled_dot_product_attention``, ...); an attention
+kernel found by name outside any call is a call of its own.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+CORE_STAGES = ("qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul", "fused_attention")
+# Kernel-level time counts these stages' kernels, plus any kernel a rule names an attention kernel.
+KERNEL_LEVEL_STAGES = ("qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul")
+TABLES = ("cpu_stages", "gpu_op_stages", "attention_calls")
+
+
+# Kernel rules see the kernel's name without template and parameter lists:
+# argument types (``flashinfer::QuantizationSFLayout``) are not what it does.
+KERNEL_BASE = "regexp_replace(replace(n.name, '(anonymous namespace)', 'anonymous_namespace'), '[<(].*$', '')"
+
+
+def _rule_value(column: str, name: str) -> str:
+    """A rule cell, where ``\\1`` means the pattern's first group in the name."""
+    return f"CASE WHEN r.{column} = '\\1' THEN regexp_extract({name}, r.pattern, 1) ELSE nullif(r.{column}, '') END"
+
+
+def build(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
+    """Create cpu_stages, gpu_op_stages and attention_calls.
+
+    Needs the link step's working tables ``_cpu`` (positions) and ``_anc``
+    (container ancestors); ``temp=True`` creates TEMP tables, which shadow a
+    read-only database's own (used when the user passes other rules).
+    """
+    kind = "TEMP TABLE" if temp else "TABLE"
+    if temp:
+        for t in TABLES:
+            con.execute(f"DROP TABLE IF EXISTS temp.{t}")
+    _match_names(con)
+    _cpu_stages(con, kind)
+    _gpu_op_stages(con, kind)
+    _attention_calls(con, kind)
+    for t in ("_label_match", "_op_match", "_kernel_match", "_marked", "_xm"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
+
+
+def _match_names(con) -> None:
+    """First matching rule (lowest rule_order) per distinct name: few names, many rows."""
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _label_match AS
+            SELECT name, arg_min(m, o) AS m FROM (
+                SELECT n.name, r.rule_order AS o,
+                       struct_pack(stage := {_rule_value('stage', 'n.name')}, is_call := r.call = 'yes',
+                                   impl := {_rule_value('impl', 'n.name')}, context := 'any', scope := 'outer',
+                                   causal_arg := NULL::INTEGER, rule := r.pattern) AS m
+                FROM (SELECT DISTINCT name FROM cpu_slices WHERE kind = 'user_annotation'
+                      UNION SELECT DISTINCT name FROM events WHERE kind = 'gpu_user_annotation') n
+                JOIN rule_label_stages r ON regexp_matches(n.name, r.pattern)
+            ) GROUP BY name"""
+    )
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _op_match AS
+            SELECT name, arg_min(m, o) AS m FROM (
+                SELECT n.name, r.rule_order AS o,
+                       struct_pack(stage := {_rule_value('stage', 'n.name')}, is_call := r.call = 'yes',
+                                   impl := {_rule_value('impl', 'n.name')}, context := r.context,
+                                   scope := r.scope, causal_arg := TRY_CAST(nullif(r.causal_arg, '') AS INTEGER),
+                                   rule := r.pattern) AS m
+                FROM (SELECT DISTINCT name FROM cpu_slices WHERE kind = 'cpu_op') n
+                JOIN rule_op_stages r ON regexp_matches(n.name, r.pattern)
+            ) GROUP BY name"""
+    )
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _kernel_match AS
+            SELECT name, arg_min(m, o) AS m FROM (
+                SELECT n.name, r.rule_order AS o,
+                       struct_pack(stage := {_rule_value('stage', 'n.name')}, impl := {_rule_value('impl', 'n.name')},
+                                   context := r.context, attention := r.attention = 'yes', rule := r.pattern) AS m
+                FROM (SELECT DISTINCT name FROM gpu_ops) n
+                JOIN rule_kernel_stages r ON regexp_matches({KERNEL_BASE}, r.pattern)
+            ) GROUP BY name"""
+    )
+
+
+def _cpu_stages(con, kind: str) -> None:
+    # Slices a rule marks (labels and ops), with their position on the axis.
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _marked AS
+           SELECT s.id, s.kind, c.pos, m.m.stage, m.m.is_call, m.m.impl, m.m.context, m.m.scope, m.m.causal_arg, m.m.rule
+           FROM cpu_slices s JOIN _cpu c USING (id)
+           JOIN (SELECT name, m, 'user_annotation' AS kind FROM _label_match
+                 UNION ALL SELECT name, m, 'cpu_op' FROM _op_match) m
+             ON m.name = s.name AND m.kind = s.kind"""
+    )
+    # Each CPU slice with its marked ancestors-or-self; runtime calls (leaves)
+    # take their parent's.
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _xm AS
+           WITH cm AS (
+               SELECT a.id, a.aid AS mid FROM _anc a JOIN _marked m ON m.id = a.aid
+               UNION ALL SELECT id, id FROM _marked
+           )
+           SELECT cm.id AS x, cm.mid FROM cm
+           UNION ALL
+           SELECT s.id, cm.mid FROM cpu_slices s JOIN cm ON cm.id = s.parent_id
+           WHERE s.kind IN ('runtime', 'driver')"""
+    )
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _xcall AS
+           SELECT x.x, arg_min(m.id, m.pos) AS call_id, min(m.pos) AS call_pos
+           FROM _xm x JOIN _marked m ON m.id = x.mid WHERE m.is_call GROUP BY x.x"""
+    )
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _xdecide AS
+           SELECT x.x, c.call_id,
+                  arg_max(struct_pack(stage := m.stage, decider := m.id, pos := m.pos, rule := m.rule), m.pos)
+                      FILTER (WHERE m.kind = 'user_annotation' AND m.stage IS NOT NULL) AS by_label,
+                  arg_max(struct_pack(stage := m.stage, decider := m.id, pos := m.pos, rule := m.rule), m.pos)
+                      FILTER (WHERE m.kind = 'cpu_op' AND m.stage IS NOT NULL AND m.scope = 'inner'
+                              AND (m.context = 'any' OR m.pos >= c.call_pos)) AS by_inner_op,
+                  arg_min(struct_pack(stage := m.stage, decider := m.id, pos := m.pos, rule := m.rule), m.pos)
+                      FILTER (WHERE m.kind = 'cpu_op' AND m.stage IS NOT NULL AND m.scope <> 'inner'
+                              AND (m.context = 'any' OR m.pos >= c.call_pos)) AS by_outer_op
+           FROM _xm x JOIN _marked m ON m.id = x.mid LEFT JOIN _xcall c ON c.x = x.x
+           GROUP BY x.x, c.call_id"""
+    )
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _xstage AS
+           SELECT x, call_id, coalesce(by_label, by_inner_op, by_outer_op) AS d,
+                  CASE WHEN by_label IS NOT NULL THEN 'label'
+                       WHEN coalesce(by_inner_op, by_outer_op) IS NOT NULL THEN 'op' END AS source
+           FROM _xdecide"""
+    )
+    # matmul / proj are told apart by where their deciding op sits in the call.
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _anchor AS
+            SELECT call_id,
+                   min(d.pos) FILTER (WHERE d.stage = 'softmax') AS softmax_pos,
+                   min(d.pos) FILTER (WHERE d.stage = 'matmul') AS first_matmul_pos,
+                   min(d.pos) FILTER (WHERE d.stage IN ('matmul', {", ".join(f"'{s}'" for s in CORE_STAGES)}))
+                       AS core_pos
+            FROM _xstage WHERE call_id IS NOT NULL GROUP BY call_id"""
+    )
+    con.execute(
+        f"""
+        CREATE {kind} cpu_stages AS
+        SELECT s.id, s.trace_id, s.kind, s.name,
+               CASE x.d.stage
+                   WHEN 'matmul' THEN
+                       CASE WHEN a.softmax_pos IS NOT NULL
+                            THEN CASE WHEN x.d.pos < a.softmax_pos THEN 'qk_matmul' ELSE 'pv_matmul' END
+                            WHEN x.d.pos = a.first_matmul_pos THEN 'qk_matmul' ELSE 'pv_matmul' END
+                   WHEN 'proj' THEN
+                       CASE WHEN a.core_pos IS NULL OR x.d.pos < a.core_pos THEN 'qkv_proj' ELSE 'out_proj' END
+                   ELSE coalesce(x.d.stage, 'other') END AS stage,
+               coalesce(x.source, 'none') AS source, x.call_id, x.d.decider AS decider_id, x.d.rule,
+               s.self_ns
+        FROM cpu_slices s LEFT JOIN _xstage x ON x.x = s.id LEFT JOIN _anchor a ON a.call_id = x.call_id
+        """
+    )
+    for t in ("_xcall", "_xdecide", "_xstage", "_anchor"):
+        con.execute(f"DROP TABLE {t}")
+
+
+def _gpu_op_stages(con, kind: str) -> None:
+    # Orphans have no launch: Kineto's projection of the annotations onto the
+    # GPU stream is the only label they can have.
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _gpu_label AS
+           SELECT g.id,
+                  arg_max(struct_pack(stage := m.m.stage, rule := m.m.rule), a.ts_ns)
+                      FILTER (WHERE m.m.stage IS NOT NULL) AS d
+           FROM gpu_ops g
+           JOIN events a ON a.kind = 'gpu_user_annotation' AND a.trace_id = g.trace_id AND a.pid = g.pid
+                        AND a.ts_ns <= g.ts_ns AND a.end_ns >= g.end_ns
+           JOIN _label_match m ON m.name = a.name
+           WHERE g.orphan
+           GROUP BY g.id"""
+    )
+    core = ", ".join(f"'{s}'" for s in KERNEL_LEVEL_STAGES)
+    con.execute(
+        f"""
+        CREATE {kind} gpu_op_stages AS
+        WITH k AS (
+            SELECT g.id, g.trace_id, g.kind, g.name, g.dur_ns, g.orphan, c.stage AS cpu_stage, c.source AS cpu_source,
+                   c.call_id, c.rule AS cpu_rule, gl.d AS gpu_label, km.m AS km
+            FROM gpu_ops g
+            LEFT JOIN cpu_stages c ON c.id = g.launch_id
+            LEFT JOIN _gpu_label gl ON gl.id = g.id
+            LEFT JOIN _kernel_match km ON km.name = g.name
+        ),
+        d AS (
+            SELECT *,
+                   CASE WHEN cpu_source IN ('label', 'op') THEN cpu_source
+                        WHEN gpu_label.stage IS NOT NULL THEN 'gpu_annotation'
+                        WHEN km.stage IS NOT NULL AND (km.context = 'any' OR call_id IS NOT NULL) THEN 'kernel'
+                        ELSE 'none' END AS source
+            FROM k
+        )
+        SELECT id, trace_id, kind, name,
+               CASE source WHEN 'label' THEN cpu_stage WHEN 'op' THEN cpu_stage
+                           WHEN 'gpu_annotation' THEN gpu_label.stage WHEN 'kernel' THEN km.stage
+                           ELSE 'other' END AS stage,
+               source,
+               -- An attention kernel found by name outside any call is a call of its own.
+               coalesce(call_id, CASE WHEN source = 'kernel' AND km.stage = 'fused_attention' THEN id END) AS call_id,
+               CASE source WHEN 'label' THEN cpu_rule WHEN 'op' THEN cpu_rule
+                           WHEN 'gpu_annotation' THEN gpu_label.rule WHEN 'kernel' THEN km.rule END AS rule,
+               kind = 'kernel' AND (coalesce(km.attention, false) AND (km.context = 'any' OR call_id IS NOT NULL)
+                                    OR (CASE source WHEN 'label' THEN cpu_stage WHEN 'op' THEN cpu_stage
+                                                    WHEN 'gpu_annotation' THEN gpu_label.stage END) IN ({core}))
+                   AS attention_kernel,
+               km.impl AS kernel_impl, orphan, dur_ns
+        FROM d
+        """
+    )
+    con.execute("DROP TABLE _gpu_label")
+
+
+def _attention_calls(con, kind: str) -> None:
+    con.execute(
+        f"""
+        CREATE {kind} attention_calls AS
+        WITH ids AS (
+            SELECT DISTINCT call_id FROM cpu_stages WHERE call_id IS NOT NULL
+            UNION SELECT DISTINCT call_id FROM gpu_op_stages WHERE call_id IS NOT NULL
+        ),
+        gpu AS (
+            SELECT call_id, count(*) AS gpu_ops, sum(dur_ns)::BIGINT AS gpu_ns,
+                   coalesce(sum(dur_ns) FILTER (WHERE attention_kernel), 0)::BIGINT AS attention_kernel_ns,
+                   bool_and(orphan) AS orphan, min(kernel_impl) AS kernel_impl,
+                   bool_or(stage IN ('qk_matmul', 'pv_matmul')) AND bool_or(stage = 'softmax') AS unfused
+            FROM gpu_op_stages WHERE call_id IS NOT NULL GROUP BY call_id
+        ),
+        cpu AS (
+            SELECT call_id, bool_or(stage IN ('qk_matmul', 'pv_matmul')) AND bool_or(stage = 'softmax') AS unfused
+            FROM cpu_stages WHERE call_id IS NOT NULL GROUP BY call_id
+        ),
+        -- The innermost marked op of the call that names an impl, and the
+        -- op that carries the shapes (an SDPA op or backend).
+        inner_ops AS (
+            SELECT c.call_id,
+                   arg_max(m.impl, m.pos) FILTER (WHERE m.kind = 'cpu_op' AND m.impl IS NOT NULL) AS op_impl,
+                   arg_max(m.id, m.pos) FILTER (WHERE m.causal_arg IS NOT NULL) AS shape_op,
+                   arg_max(m.causal_arg, m.pos) FILTER (WHERE m.causal_arg IS NOT NULL) AS causal_arg
+            FROM cpu_stages c JOIN _marked m ON m.id = c.id
+            WHERE c.call_id IS NOT NULL GROUP BY c.call_id
+        ),
+        calls AS (
+            SELECT i.call_id, coalesce(cs.trace_id, gs.trace_id) AS trace_id,
+                   coalesce(cs.name, gs.name) AS op,
+                   CASE WHEN cs.id IS NULL THEN 'kernel' WHEN cs.kind = 'user_annotation' THEN 'label' ELSE 'op' END
+                       AS call_source,
+                   coalesce(io.op_impl, g.kernel_impl, cm.impl,
+                            CASE WHEN coalesce(g.unfused, false) OR coalesce(cp.unfused, false) THEN 'naive' END,
+                            'unknown') AS impl,
+                   coalesce(g.gpu_ops, 0) AS gpu_ops, coalesce(g.gpu_ns, 0) AS gpu_ns,
+                   coalesce(g.attention_kernel_ns, 0) AS attention_kernel_ns,
+                   cs.dur_ns AS cpu_ns, cs.ts_ns, coalesce(g.orphan, false) AS orphan,
+                   so.input_dims, so.input_types, so.concrete_inputs, io.causal_arg
+            FROM ids i
+            LEFT JOIN cpu_slices cs ON cs.id = i.call_id
+            LEFT JOIN gpu_op_stages gs ON gs.id = i.call_id AND cs.id IS NULL
+            LEFT JOIN _marked cm ON cm.id = i.call_id
+            LEFT JOIN gpu g ON g.call_id = i.call_id
+            LEFT JOIN cpu cp ON cp.call_id = i.call_id
+            LEFT JOIN inner_ops io ON io.call_id = i.call_id
+            LEFT JOIN cpu_slices so ON so.id = io.shape_op
+        )
+        SELECT *,
+               -- FLOPs of the two matmuls (4*B*H*Sq*Skv*D), halved under a causal mask.
+               (4 * batch * heads * seq_q * seq_kv * head_dim * CASE WHEN causal THEN 0.5 ELSE 1 END)::BIGINT AS flops
+        FROM (
+        SELECT call_id, trace_id, impl, op, call_source, gpu_ops, gpu_ns, attention_kernel_ns, cpu_ns, orphan, ts_ns,
+               TRY_CAST(input_dims->>'$[0][0]' AS BIGINT) AS batch,
+               TRY_CAST(input_dims->>'$[0][1]' AS BIGINT) AS heads,
+               TRY_CAST(input_dims->>'$[1][1]' AS BIGINT) AS kv_heads,
+               TRY_CAST(input_dims->>'$[0][2]' AS BIGINT) AS seq_q,
+               TRY_CAST(input_dims->>'$[1][2]' AS BIGINT) AS seq_kv,
+               TRY_CAST(input_dims->>'$[0][3]' AS BIGINT) AS head_dim,
+               CASE lower(json_extract_string(concrete_inputs, '$[' || causal_arg || ']'))
+                   WHEN 'true' THEN true WHEN 'false' THEN false END AS causal,
+               json_extract_string(input_types, '$[0]') AS dtype
+        FROM calls)
+        """
+    )
