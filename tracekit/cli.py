@@ -292,6 +292,29 @@ def tables(source, columns, no_cache):
     return pa.Table.from_pylist(rows)
 
 
+@cli.command(
+    context_settings={**CONTEXT, "ignore_unknown_options": True, "allow_interspersed_args": False},
+    add_help_option=True,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def capture(args):
+    """Record attention traces on this machine (needs torch): the capture module.
+
+    Passes its arguments to python -m tracekit.capture; commands: attention
+    (the post's variants), model (a transformers model) and samples. Run
+    'tracekit capture attention -h' for the options.
+
+    \b
+    Example:
+      tracekit capture attention --impl all --seq 1024 --out traces
+    """
+    from .capture.cli import main as capture_main
+
+    code = capture_main(list(args))
+    if code:
+        raise SystemExit(code)
+
+
 @cli.command(context_settings=CONTEXT)
 def cache():
     """Show where raw traces are cached (delete the folder to clear it).
@@ -314,6 +337,8 @@ def main(argv=None) -> int:
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         return 1
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
