@@ -84,3 +84,29 @@ def test_tracekit_capture_command_records_and_loads(tmp_path, capsys):
     assert main([*args, "--impl", "cudnn"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("cudnn: unavailable: ") or any(line.startswith("cudnn: unavailable") for line in err)
+
+
+@pytest.mark.parametrize("attn_impl,expected", [("eager", "naive"), ("sdpa", "flash")])
+def test_hf_llama_round_trip(attn_impl, expected, tmp_path):
+    """A tiny randomly initialised transformers Llama (no download), profiled and attributed."""
+    transformers = pytest.importorskip("transformers")
+    from capture.cli import main
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "tiny")
+    assert main(["model", "--hf", str(tmp_path / "tiny"), "--seq", "16", "--device", "cpu", "--attn-impl", attn_impl,
+                 "--warmup", "1", "--steps", "2", "--flat", "--out", str(tmp_path / "out")]) == 0
+    with tracekit.load(tmp_path / "out" / "tiny.json.gz") as trace:
+        calls = trace.query("attention_calls").to_dicts()
+        assert len(calls) == 4 and {c["op"] for c in calls} == {"attention:LlamaAttention"}  # 2 layers x 2 steps
+        assert {c["impl"] for c in calls} == {expected}
+        stages = {r["stage"]: r for r in trace.query("stage_breakdown").to_dicts()}
+        assert stages["qkv_proj"]["cpu_by_label"] == stages["qkv_proj"]["cpu_ops"] > 0
+        assert stages["out_proj"]["cpu_by_label"] > 0
+        if attn_impl == "eager":
+            # Transformers' eager attention: matmuls, softmax and mask ops, told apart by the op rules.
+            assert {"qk_matmul", "softmax", "pv_matmul"} <= set(stages)
+        else:
+            assert {c["kv_heads"] for c in calls} == {1} and {c["heads"] for c in calls} == {2}
