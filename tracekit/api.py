@@ -33,7 +33,7 @@ class Trace:
 
     def __repr__(self):
         where = str(self.path) if self.path else "in memory"
-        n = self.con.execute("SELECT count(*) FROM traces").fetchone()[0]
+        n = self.con.execute("SELECT count(*) FROM traces").fetchall()[0][0]
         return f"<tracekit.Trace {n} trace(s), {where}>"
 
     def close(self) -> None:

@@ -149,7 +149,7 @@ def load(paths, output, force, quiet, memory_limit):
     with trace:
         n, events, gpu = trace.con.execute(
             "SELECT count(*), sum(events), (SELECT count(*) FROM gpu_ops) FROM traces"
-        ).fetchone()
+        ).fetchall()[0]
     if not quiet:
         click.echo(f"{output}: {n} trace(s), {events:,} events, {gpu:,} GPU ops", err=True)
 

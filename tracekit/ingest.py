@@ -129,7 +129,7 @@ def ingest(
     done = 0
     skipped: list[str] = []
     loaded = 0
-    next_id = con.execute("SELECT coalesce(max(trace_id), 0) + 1 FROM traces").fetchone()[0]
+    next_id = con.execute("SELECT coalesce(max(trace_id), 0) + 1 FROM traces").fetchall()[0][0]
     try:
         batch: list[_Staged] = []
         batch_bytes = 0
@@ -245,7 +245,7 @@ def _first_line(exc: Exception) -> str:
 
 
 def _load_batch(con, batch: list[_Staged], workdir: Path) -> int:
-    id_base = con.execute("SELECT count(*) FROM events").fetchone()[0]
+    id_base = con.execute("SELECT count(*) FROM events").fetchall()[0][0]
     _insert_events(con, batch, workdir, id_base)
     stats = {
         r[0]: r[1:]
@@ -275,14 +275,14 @@ def _check_values(con, batch: list[_Staged], id_base: int) -> None:
         WHEN dur_ns < 0 THEN 'has a negative dur of ' || (dur_ns / 1000)::DECIMAL(24, 3) || ' us'
         WHEN dur_ns > {MAX_DUR_US * 1000} THEN 'has an absurd dur of ' || (dur_ns / 1000)::DECIMAL(24, 3) || ' us'
     END"""
-    row = con.execute(
+    rows = con.execute(
         f"""SELECT trace_id, count(*) OVER (PARTITION BY trace_id) AS n, ordinal, ph, name, problem
             FROM (SELECT trace_id, ordinal, ph, name, {problem} AS problem FROM events WHERE id >= {id_base})
             WHERE problem IS NOT NULL ORDER BY trace_id, ordinal LIMIT 1"""
-    ).fetchone()
-    if row is None:
+    ).fetchall()
+    if not rows:
         return
-    trace_id, n, ordinal, ph, name, what = row
+    trace_id, n, ordinal, ph, name, what = rows[0]
     path = next(st.staged.path for st in batch if st.trace_id == trace_id)
     more = f" (and {n - 1} more such events)" if n > 1 else ""
     desc = f"ph={ph!r} name={name!r}" if ph is not None or name is not None else "no ph or name"

@@ -36,19 +36,28 @@ def search_path(extra_dirs=()) -> list[Path]:
 
 
 def _read(path: Path, columns: list[str] | None) -> list[dict]:
+    rows: list[tuple[int, dict]] = []
     with open(path, newline="", encoding="utf-8") as fh:
-        rows = [r for r in csv.DictReader(fh) if any((v or "").strip() for v in r.values())]
-        header = list(rows[0]) if rows else []
-    if columns is not None and header and header != columns:
+        reader = csv.DictReader(fh)
+        header = list(reader.fieldnames or [])
+        for row in reader:
+            # csv fills a short row's missing fields with None and files a long row's
+            # extras under None: either way a comma in a field was not quoted.
+            if None in row or None in row.values():
+                raise TracekitError(f"{path}:{reader.line_num}: row does not have the header's {len(header)} "
+                                    "fields (quote a field that holds a comma)")
+            if any(v.strip() for v in row.values()):
+                rows.append((reader.line_num, row))
+    if columns is not None and rows and header != columns:
         raise TracekitError(f"{path}: columns {header} differ from the shipped rule table's {columns}")
-    for i, row in enumerate(rows, start=2):
+    for i, row in rows:
         pattern = row.get("pattern")
         if pattern is not None:
             try:
                 re.compile(pattern.replace("(?i)", ""))
             except re.error as exc:
                 raise TracekitError(f"{path}:{i}: bad pattern {pattern!r}: {exc}") from None
-    return rows
+    return [row for _, row in rows]
 
 
 def load(con: duckdb.DuckDBPyConnection, extra_dirs=(), temp: bool = False) -> list[str]:

@@ -192,7 +192,7 @@ value VARCHAR  The value.
         "Kernel-name patterns -> precision class (tensor_core, fp32_simt); the first matching row by rule_order wins, no match is 'other'. From tracekit/rules/kernel_precision.csv plus user folders (--rules, $TRACEKIT_RULES_PATH).",
         _cols("""
 pattern VARCHAR  RE2 regular expression matched against gpu_ops.name ((?i) for case-insensitive).
-precision VARCHAR  tensor_core or fp32_simt.
+precision VARCHAR  tensor_core, fp32_simt or other (explicit exclusions listed before the broad patterns).
 note VARCHAR  Why the pattern means this.
 """ + _RULE_COMMON),
     ),

@@ -1,0 +1,44 @@
+-- Every kernel name with its precision class and the rule that decided it.
+--
+-- The row-level view behind kernel_precision: one row per trace and kernel
+-- name (kind = 'kernel'; memcpys and memsets are no kernels). precision is
+-- tensor_core (MMA on tensor cores / AMD matrix cores, fused attention
+-- included), fp32_simt (FP32 matrix math on CUDA cores: sgemm, ffma xmma,
+-- scudnn, FP32 gemv) or other. It comes from the first row of
+-- rule_kernel_precision, by rule_order, whose RE2 pattern matches the name;
+-- rule, rule_note and rule_order name that row (join rule_kernel_precision
+-- on rule_order for its file) and are NULL when no row matches (precision
+-- other). Rows of a user rule folder (--rules, $TRACEKIT_RULES_PATH) come
+-- first and so win. By default kernels with no launch in the trace (orphans)
+-- are left out.
+--
+-- @param include_orphans BOOLEAN = false   Also count kernels with no launch in the trace.
+-- @column trace VARCHAR        Trace label.
+-- @column name VARCHAR         Kernel name as written.
+-- @column precision VARCHAR    tensor_core, fp32_simt or other.
+-- @column rule VARCHAR         Pattern of the deciding rule_kernel_precision row (NULL: none matched).
+-- @column rule_note VARCHAR    That row's note: why the pattern means this class.
+-- @column rule_order INTEGER   The row's rule_order (lower wins; user folders' rows come first).
+-- @column gpu_ops BIGINT       Kernels of this name.
+-- @column total_ns BIGINT      Summed duration, nanoseconds.
+-- @column share_pct DOUBLE     100 * total_ns / summed duration of all counted kernels of the trace.
+WITH names AS (
+    SELECT trace_id, name, count(*) AS gpu_ops, sum(dur_ns)::BIGINT AS total_ns
+    FROM gpu_ops
+    WHERE kind = 'kernel' AND ($include_orphans OR NOT orphan)
+    GROUP BY trace_id, name
+),
+first_rule AS (
+    SELECT d.name, r.precision, r.pattern, r.note, r.rule_order
+    FROM (SELECT DISTINCT name FROM names) d
+    JOIN rule_kernel_precision r ON regexp_matches(d.name, r.pattern)
+    QUALIFY row_number() OVER (PARTITION BY d.name ORDER BY r.rule_order) = 1
+)
+SELECT t.trace, n.name, coalesce(f.precision, 'other') AS precision,
+       f.pattern AS rule, f.note AS rule_note, f.rule_order,
+       n.gpu_ops, n.total_ns,
+       round(100.0 * n.total_ns / sum(n.total_ns) OVER (PARTITION BY n.trace_id), 3) AS share_pct
+FROM names n
+JOIN traces t USING (trace_id)
+LEFT JOIN first_rule f USING (name)
+ORDER BY t.trace, n.total_ns DESC, n.name;
