@@ -67,41 +67,37 @@ def build(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
         con.execute(f"DROP TABLE IF EXISTS {t}")
 
 
+def _first_match(con, table: str, names: str, rules: str, fields: str, subject: str = "n.name") -> None:
+    """``table``: the first matching rule (lowest rule_order) per distinct name.
+
+    Matching the few distinct names, not the many rows, keeps regexes cheap.
+    """
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {table} AS
+            SELECT name, arg_min(m, o) AS m FROM (
+                SELECT n.name, r.rule_order AS o, struct_pack({fields}, rule := r.pattern) AS m
+                FROM ({names}) n JOIN {rules} r ON regexp_matches({subject}, r.pattern)
+            ) GROUP BY name"""
+    )
+
+
 def _match_names(con) -> None:
-    """First matching rule (lowest rule_order) per distinct name: few names, many rows."""
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _label_match AS
-            SELECT name, arg_min(m, o) AS m FROM (
-                SELECT n.name, r.rule_order AS o,
-                       struct_pack(stage := {_rule_value('stage', 'n.name')}, is_call := r.call = 'yes',
-                                   impl := {_rule_value('impl', 'n.name')}, context := 'any', scope := 'outer',
-                                   causal_arg := NULL::INTEGER, rule := r.pattern) AS m
-                FROM (SELECT DISTINCT name FROM cpu_slices WHERE kind = 'user_annotation'
-                      UNION SELECT DISTINCT name FROM events WHERE kind = 'gpu_user_annotation') n
-                JOIN rule_label_stages r ON regexp_matches(n.name, r.pattern)
-            ) GROUP BY name"""
+    stage_impl = f"stage := {_rule_value('stage', 'n.name')}, impl := {_rule_value('impl', 'n.name')}"
+    _first_match(
+        con, "_label_match",
+        "SELECT DISTINCT name FROM cpu_slices WHERE kind = 'user_annotation' "
+        "UNION SELECT DISTINCT name FROM events WHERE kind = 'gpu_user_annotation'",
+        "rule_label_stages",
+        f"{stage_impl}, is_call := r.call = 'yes', context := 'any', scope := 'outer', causal_arg := NULL::INTEGER",
     )
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _op_match AS
-            SELECT name, arg_min(m, o) AS m FROM (
-                SELECT n.name, r.rule_order AS o,
-                       struct_pack(stage := {_rule_value('stage', 'n.name')}, is_call := r.call = 'yes',
-                                   impl := {_rule_value('impl', 'n.name')}, context := r.context,
-                                   scope := r.scope, causal_arg := TRY_CAST(nullif(r.causal_arg, '') AS INTEGER),
-                                   rule := r.pattern) AS m
-                FROM (SELECT DISTINCT name FROM cpu_slices WHERE kind = 'cpu_op') n
-                JOIN rule_op_stages r ON regexp_matches(n.name, r.pattern)
-            ) GROUP BY name"""
+    _first_match(
+        con, "_op_match", "SELECT DISTINCT name FROM cpu_slices WHERE kind = 'cpu_op'", "rule_op_stages",
+        f"{stage_impl}, is_call := r.call = 'yes', context := r.context, scope := r.scope, "
+        "causal_arg := TRY_CAST(nullif(r.causal_arg, '') AS INTEGER)",
     )
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _kernel_match AS
-            SELECT name, arg_min(m, o) AS m FROM (
-                SELECT n.name, r.rule_order AS o,
-                       struct_pack(stage := {_rule_value('stage', 'n.name')}, impl := {_rule_value('impl', 'n.name')},
-                                   context := r.context, attention := r.attention = 'yes', rule := r.pattern) AS m
-                FROM (SELECT DISTINCT name FROM gpu_ops) n
-                JOIN rule_kernel_stages r ON regexp_matches({KERNEL_BASE}, r.pattern)
-            ) GROUP BY name"""
+    _first_match(
+        con, "_kernel_match", "SELECT DISTINCT name FROM gpu_ops", "rule_kernel_stages",
+        f"{stage_impl}, context := r.context, attention := r.attention = 'yes'", subject=KERNEL_BASE,
     )
 
 
