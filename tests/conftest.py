@@ -66,6 +66,31 @@ def load_shared(shared_dir):
         trace.close()
 
 
+VARIANTS = ("naive", "inplace", "math", "efficient", "flash", "cudnn")
+
+
+def load_post_variants(directory: Path, legacy: bool = False) -> dict:
+    """The post's six attention variants as synthetic traces, loaded: {name: (Trace, Variant)}."""
+    import tracekit
+    from synthetic import post_variants
+
+    out = {}
+    for name, variant in post_variants(legacy=legacy).items():
+        path = directory / f"{name}.json.gz"
+        variant.write(path)
+        out[name] = (tracekit.load(path), variant)
+    return out
+
+
+@pytest.fixture(scope="session")
+def post_traces(tmp_path_factory):
+    """The post's variants (modern categories), loaded once per session."""
+    out = load_post_variants(tmp_path_factory.mktemp("post"))
+    yield out
+    for trace, _ in out.values():
+        trace.close()
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Keep each test session's trace cache out of the user's home."""

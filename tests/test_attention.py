@@ -17,24 +17,15 @@ from click.testing import CliRunner
 
 import tracekit
 from tracekit.cli import cli
-from conftest import ROOT, SHARED_TRACES
+from conftest import ROOT, SHARED_TRACES, VARIANTS
 from synthetic import post_variants
 
-VARIANTS = ("naive", "inplace", "math", "efficient", "flash", "cudnn")
 IMPL = {"naive": "naive", "inplace": "naive", "math": "math", "efficient": "efficient", "flash": "flash", "cudnn": "cudnn"}
 
 
 @pytest.fixture(scope="module")
-def variants(tmp_path_factory):
-    d = tmp_path_factory.mktemp("variants")
-    out = {}
-    for name, v in post_variants().items():
-        path = d / f"{name}.json.gz"
-        v.write(path)
-        out[name] = (tracekit.load(path), v.truth)
-    yield out
-    for trace, _ in out.values():
-        trace.close()
+def variants(post_traces):
+    return {name: (trace, v.truth) for name, (trace, v) in post_traces.items()}
 
 
 @pytest.mark.parametrize("name", VARIANTS)

@@ -20,12 +20,12 @@ import duckdb
 import pytest
 
 import tracekit
+from conftest import VARIANTS
 from tracekit import rules
 from tracekit.errors import TracekitError
 from synthetic import (A100_SXM4_80GB, CUDNN_KERNEL, FLASH_KERNEL, SGEMM_PV, SGEMM_QK, GEMM_QK_BF16,
                        TraceBuilder, post_variants, theoretical_occupancy)
 
-VARIANTS = ("naive", "inplace", "math", "efficient", "flash", "cudnn")
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
 GPU_TRACES = [  # every shared trace with GPU ops
@@ -40,16 +40,8 @@ NVIDIA_TRACES = [p for p in GPU_TRACES if "/a100" in p or "/v100" in p or "/b200
 
 
 @pytest.fixture(scope="module")
-def variants(tmp_path_factory):
-    d = tmp_path_factory.mktemp("variants")
-    out = {}
-    for name, v in post_variants().items():
-        path = d / f"{name}.json.gz"
-        v.write(path)
-        out[name] = (tracekit.load(path), v)
-    yield out
-    for trace, _ in out.values():
-        trace.close()
+def variants(post_traces):
+    return post_traces
 
 
 def _load(builder: TraceBuilder, tmp_path, name="t.json.gz"):

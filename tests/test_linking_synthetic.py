@@ -10,21 +10,15 @@ from __future__ import annotations
 import pytest
 
 import tracekit
-from synthetic import TraceBuilder, post_variants
-
-VARIANTS = ("naive", "inplace", "math", "efficient", "flash", "cudnn")
+from conftest import VARIANTS, load_post_variants
+from synthetic import TraceBuilder
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["modern", "legacy"])
 def variants(request, tmp_path_factory):
-    d = tmp_path_factory.mktemp("legacy" if request.param else "modern")
-    out = {}
-    for name, v in post_variants(legacy=request.param).items():
-        path = d / f"{name}.json.gz"
-        v.write(path)
-        out[name] = (tracekit.load(path), v.truth)
-    yield out
-    for trace, _ in out.values():
+    loaded = load_post_variants(tmp_path_factory.mktemp("post"), legacy=request.param)
+    yield {name: (trace, v.truth) for name, (trace, v) in loaded.items()}
+    for trace, _ in loaded.values():
         trace.close()
 
 
