@@ -126,3 +126,15 @@ def test_user_query_folder(tiny, tmp_path, monkeypatch):
     res = CliRunner().invoke(cli, ["query", "slow", str(tiny)])
     assert res.exit_code != 0
     assert f"{folder / 'bad.sql'}:3: parameter $oops is used but not declared" in str(res.exception)
+
+
+def test_cache_is_rebuilt_when_the_rules_change(tiny, tmp_path, monkeypatch):
+    rules_dir = tmp_path / "rules"
+    rules_dir.mkdir()
+    monkeypatch.setenv("TRACEKIT_RULES_PATH", str(rules_dir))
+    query = ["sql", tiny, "SELECT stage FROM gpu_op_stages", "-f", "csv"]
+    assert invoke(*query).output == "stage\nother\n"
+    (rules_dir / "kernel_stages.csv").write_text(
+        "pattern,stage,impl,context,attention,note\n^gemm$,softmax,,any,yes,test rule\n"
+    )
+    assert invoke(*query).output == "stage\nsoftmax\n"

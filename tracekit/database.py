@@ -151,9 +151,21 @@ def cache_dir() -> Path:
     return Path(base) / "tracekit"
 
 
+def _code_fingerprint() -> str:
+    """Hash of what decides a database's contents besides the inputs: tracekit's
+    code and shipped rules, and the user rule folders of $TRACEKIT_RULES_PATH."""
+    package = Path(__file__).resolve().parent
+    files = sorted(package.glob("*.py")) + sorted(package.glob("rules/*.csv"))
+    files += [p for d in rules.search_path()[:-1] for p in sorted(d.glob("*.csv"))]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def cache_key(sources: list[Source]) -> str:
-    """A key that changes when any input file changes or the schema does."""
-    h = hashlib.sha256(f"schema={SCHEMA_VERSION};tracekit={__version__}".encode())
+    """A key that changes when an input file, tracekit, its rules or the schema change."""
+    h = hashlib.sha256(f"schema={SCHEMA_VERSION};tracekit={__version__};code={_code_fingerprint()}".encode())
     for s in sources:
         st = s.path.stat()
         h.update(f"|{s.path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
