@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 DEMO_DB := $(VENV)/demo.duckdb
 DEMO_TRACES := sample_traces/cpu_attention
 
-.PHONY: demo test bench docs check-docs clean
+.PHONY: demo test browser bench docs check-docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,12 +23,19 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e '.[dev]' '$(TORCH)'
 	touch $@
 
+# Headless Chromium renders the HTML report in tests/test_report.py. Best effort: without
+# root or network the install fails quietly and that one test skips, saying why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || apt-get install -y chromium >/dev/null 2>&1 \
+	  || (apt-get update >/dev/null 2>&1 && apt-get install -y chromium >/dev/null 2>&1) \
+	  || echo "note: could not install chromium (apt-get install -y chromium); the HTML rendering test will skip"
+
 demo: $(VENV)/.installed
 	$(BIN)/tracekit load $(DEMO_TRACES)/*.json.gz -o $(DEMO_DB) --force
 	$(BIN)/tracekit stages $(DEMO_DB) --calls 5
 	$(BIN)/tracekit query region_summary $(DEMO_DB) -p "pattern=^attention:"
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev browser
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed

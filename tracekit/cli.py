@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import duckdb
 
-from . import __version__, api, database, queries, render
+from . import __version__, api, database, diff, queries, render
 from .errors import ParameterError, TracekitError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -54,6 +54,26 @@ class _Progress:
         sys.stderr.write(f"\r\x1b[2Kloading {pct:5.1f}%  {done / 1e6:,.0f}/{total / 1e6:,.0f} MB  {label}")
         sys.stderr.flush()
         self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+
+
+class _Steps:
+    """Progress of a job of many steps (a report's queries) on a terminal; silent when stderr is piped."""
+
+    def __init__(self, enabled: bool, what: str):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.what = what
+        self.shown = False
+
+    def __call__(self, done: int, total: int, name: str) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\r\x1b[2K{self.what}: {done}/{total} {name}")
+            sys.stderr.flush()
+            self.shown = True
 
     def close(self) -> None:
         if self.shown:
@@ -242,6 +262,84 @@ def stages(source, calls, include_orphans, fmt, max_width, rule_dirs, no_cache):
     render.render(call_rows.select(keep), "table", out=sys.stdout, max_width=max_width)
 
 
+@cli.command("report", context_settings=CONTEXT)
+@click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the report as one self-contained HTML page with plots (opens offline).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write every number of the report as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress; no terminal report when writing --html or --json.")
+@rules_opt
+@cache_opt
+def report_cmd(sources, html_path, json_path, quiet, rule_dirs, no_cache):
+    """Compare attention across traces on one page: headline, findings, plots.
+
+    Each trace of each SOURCE is one column; with several, the first is the
+    baseline (time ratios and a stage comparison as in 'tracekit diff'). The
+    headline gives attention calls, GPU time per call (op- and kernel-level),
+    CPU time, GPU ops, stage shares, tensor-core share, launch API, occupancy,
+    TFLOP/s and GPU idle share; "what stands out" lists the findings
+    (queries/findings/), each with the query that shows its rows. The
+    Python twin is tracekit.report.build(traces).
+
+    \b
+    Example:
+      tracekit report naive.json.gz inplace.json.gz math.json.gz
+      tracekit report run.duckdb --html report.html --json report.json
+    """
+    from rich.console import Console
+
+    from . import report
+
+    traces = []
+    progress = _Steps(not quiet, "report")
+    try:
+        for s in sources:
+            traces.append(open_source(s, cache=not no_cache, quiet=quiet).use_rules(rule_dirs))
+        rep = report.build(traces, names=sources, progress=progress)
+    finally:
+        progress.close()
+        for t in traces:
+            t.close()
+    for path, text in ((html_path, rep.to_html), (json_path, rep.to_json)):
+        if path is not None:
+            path.write_text(text(), encoding="utf-8")
+            if not quiet:
+                click.echo(f"wrote {path}", err=True)
+    if not quiet or not (html_path or json_path):
+        rep.print(Console(highlight=False))
+
+
+@cli.command("diff", context_settings=CONTEXT)
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.option("--by", type=click.Choice(diff.BY), default="stage", show_default=True,
+              help="Match by attention stage (works across devices and vendors) or by kernel name.")
+@click.option("--per-call", is_flag=True, help="Divide GPU ops and time by each side's number of attention calls.")
+@click.option("--include-orphans", is_flag=True, help="Count GPU ops with no launch in the trace.")
+@rules_opt
+@cache_opt
+@output_options
+def diff_cmd(a, b, by, per_call, include_orphans, rule_dirs, no_cache):
+    """Compare B with the baseline A: GPU ops and time per stage or kernel name.
+
+    One row per stage (or kernel name) with both sides' GPU ops and time, the
+    change (added, removed, slower, faster, same), delta_ns = B - A, delta_pct
+    and ratio = B / A, sorted by |delta_ns|. A SOURCE holding several traces
+    counts them all. By stage, an H100 trace compares with an MI300 one even
+    though no kernel name matches; by kernel, names on one side only are
+    listed as added or removed. The Python twin is tracekit.diff.compare(a, b).
+
+    \b
+    Example:
+      tracekit diff inplace.json.gz math.json.gz --per-call
+      tracekit diff h100.json.gz mi300.json.gz --by kernel -f csv -o kernels.csv
+    """
+    with open_source(a, cache=not no_cache) as ta, open_source(b, cache=not no_cache) as tb:
+        return diff.compare(diff.Side(ta.use_rules(rule_dirs), name=a), diff.Side(tb.use_rules(rule_dirs), name=b),
+                            by=by, per_call=per_call, include_orphans=include_orphans)
+
+
 @cli.command("queries", context_settings=CONTEXT)
 @queries_opt
 @click.option("-v", "--verbose", is_flag=True, help="Show descriptions, parameters and columns.")
@@ -328,6 +426,52 @@ def cache():
     size = sum(f.stat().st_size for f in files)
     click.echo(f"{d}: {len(files)} cached database(s), {size / 1e6:,.1f} MB")
 
+
+@cli.group("export", context_settings=CONTEXT)
+def export_group():
+    """Write a loaded trace back out for other tools.
+
+    \b
+    Example:
+      tracekit export perfetto run.duckdb -o run.perfetto.json.gz
+    """
+
+
+@export_group.command("perfetto", context_settings=CONTEXT)
+@source_arg
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Chrome JSON file to write (gzipped when it ends in .gz); replaced if it exists.")
+@click.option("--trace", "label", metavar="LABEL",
+              help="The trace to export when SOURCE holds several (its label: traces.trace).")
+@click.option("-q", "--quiet", is_flag=True, help="No summary.")
+@rules_opt
+@cache_opt
+def export_perfetto(source, output, label, quiet, rule_dirs, no_cache):
+    """Export one trace as Chrome JSON with attention tracks, for the Perfetto UI.
+
+    Writes every original event unchanged (exact timestamps) plus, on each GPU
+    (same pid), a thread 'stream N · attention stages' per stream with one
+    slice per GPU op named by its attention stage, and a thread 'attention
+    calls' with one slice per attention call spanning its GPU work. Open the
+    file at https://ui.perfetto.dev. The file is written atomically. Python:
+    tracekit.export.export_perfetto(trace, path).
+
+    \b
+    Example:
+      tracekit export perfetto run.duckdb -o run.perfetto.json.gz
+      tracekit export perfetto runs/ -o rank1.json.gz --trace rank1
+    """
+    from . import export
+
+    with open_source(source, cache=not no_cache, quiet=quiet) as trace:
+        trace_id, label = export.pick_trace(trace.use_rules(rule_dirs), label)
+        done = export.export_perfetto(trace, output, trace_id=trace_id)
+    if not quiet:
+        click.echo(
+            f"{output}: {label}: {done.events:,} events + {done.stage_events:,} stage slices on "
+            f"{done.stage_tracks} stream track(s) + {done.call_events:,} attention call slices",
+            err=True,
+        )
 
 def main(argv=None) -> int:
     """Entry point: run the CLI, turning tracekit errors into one-line messages."""

@@ -54,10 +54,16 @@ def cli_markdown() -> str:
     # Contexts get each command's own settings (e.g. -h as a help option), as on the command line.
     ctx = click.Context(cli, info_name="tracekit", terminal_width=100, **cli.context_settings)
     out += ["## `tracekit`", "", "```", cli.get_help(ctx), "```", ""]
-    for name in sorted(cli.commands):
-        cmd = cli.commands[name]
-        sub = click.Context(cmd, info_name=f"tracekit {name}", parent=ctx, terminal_width=100, **cmd.context_settings)
-        out += [f"## `tracekit {name}`", "", "```", cmd.get_help(sub), "```", ""]
+
+    def document(group, parent):
+        for name in sorted(group.commands):
+            cmd = group.commands[name]
+            sub = click.Context(cmd, info_name=name, parent=parent, terminal_width=100, **cmd.context_settings)
+            out.extend([f"## `{sub.command_path}`", "", "```", cmd.get_help(sub), "```", ""])
+            if isinstance(cmd, click.Group):  # e.g. tracekit export: each subcommand too
+                document(cmd, sub)
+
+    document(cli, ctx)
     return "\n".join(out)
 
 

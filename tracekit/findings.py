@@ -1,0 +1,145 @@
+"""Findings: "what stands out" in a trace, as data.
+
+A finding is a query in the shipped ``queries/findings/`` folder that returns
+the rows behind it (no rows: the finding does not fire), plus a row of
+``queries/findings/findings.csv`` giving its severity and a message template.
+The title is the query's header title, so the query documents itself. A
+trace gets one finding per query that returns rows for it; the message is
+filled in from those rows (``{rows}``, ``{sum_<column>}`` and the first,
+heaviest row's columns; format specs ``us``, ``ms``, ``pct``, ``x`` and
+``short`` render durations in ns, percentages, ratios and long kernel names).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import string
+from dataclasses import dataclass, field
+
+from . import queries
+from .errors import QueryError
+from .render import records
+
+SEVERITIES = ("warning", "info")
+# Evidence rows kept per finding and trace (the query lists them all).
+MAX_ROWS = 25
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One finding: its query and how to word it."""
+
+    query: queries.Query
+    severity: str
+    message: str
+
+    @property
+    def id(self) -> str:
+        """The finding's id: the query's bare name."""
+        return self.query.name
+
+    @property
+    def title(self) -> str:
+        """The query's header title, without its full stop."""
+        return self.query.title.rstrip(".")
+
+
+@dataclass
+class Finding:
+    """A finding that fired for one trace, with the rows behind it."""
+
+    id: str
+    query: str
+    trace: str
+    severity: str
+    title: str
+    message: str
+    columns: list[str]
+    rows: list[dict] = field(default_factory=list)
+    rows_total: int = 0
+
+    def to_dict(self) -> dict:
+        """JSON-friendly form."""
+        return {
+            "id": self.id, "query": self.query, "trace": self.trace, "severity": self.severity,
+            "title": self.title, "message": self.message, "columns": self.columns,
+            "rows_total": self.rows_total, "rows": self.rows,
+        }
+
+
+def rules() -> list[Rule]:
+    """The shipped findings, in findings.csv order; every findings query must have a row and vice versa."""
+    folder = queries.shipped_dir() / "findings"
+    lib = {q.name: q for q in queries.library().values() if q.id.startswith("findings.")}
+    path = folder / "findings.csv"
+    out = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for i, row in enumerate(csv.DictReader(fh), start=2):
+            name = row["query"].strip()
+            if name not in lib:
+                raise QueryError(f"{path}:{i}: no query findings/{name}.sql")
+            if row["severity"] not in SEVERITIES:
+                raise QueryError(f"{path}:{i}: severity must be one of {', '.join(SEVERITIES)}")
+            out.append(Rule(lib.pop(name), row["severity"], row["message"]))
+    if lib:
+        raise QueryError(f"{path}: no row for findings/{min(lib)}.sql")
+    return out
+
+
+class _Formatter(string.Formatter):
+    """str.format with unit specs for durations (ns), percentages and ratios."""
+
+    def format_field(self, value, spec):
+        if value is None:
+            return "?"
+        if spec == "us":
+            return f"{value / 1e3:,.1f} µs"
+        if spec == "ms":
+            return f"{value / 1e6:,.3f} ms"
+        if spec == "pct":
+            return f"{value:.1f} %"
+        if spec == "x":
+            return f"{value:.2f}x"
+        if spec == "short":
+            text = str(value)
+            return text if len(text) <= 60 else text[:59] + "…"
+        return super().format_field(value, spec)
+
+
+def message(template: str, rows: list[dict]) -> str:
+    """Fill a message template from a trace's evidence rows (heaviest first)."""
+    context = dict(rows[0]) if rows else {}
+    context["rows"] = len(rows)
+    for key in context.copy():
+        values = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)]
+        if values:
+            total = sum(values)
+            context[f"sum_{key}"] = total if not isinstance(total, float) or math.isfinite(total) else None
+    try:
+        return _Formatter().format(template, **context)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise QueryError(f"findings.csv: message {template!r} cannot be filled: {exc}") from None
+
+
+def run(trace, labels: list[str] | None = None, max_rows: int = MAX_ROWS) -> list[Finding]:
+    """Run every finding against a loaded ``Trace``; one Finding per rule and trace it fires for.
+
+    ``labels`` restricts the result to those trace labels (all when None).
+    """
+    out = []
+    for rule in rules():
+        table = trace.query_arrow(rule.query.id)
+        rows = records(table)
+        by_trace: dict[str, list[dict]] = {}
+        for r in rows:
+            by_trace.setdefault(r["trace"], []).append(r)
+        for label, trace_rows in by_trace.items():
+            if labels is not None and label not in labels:
+                continue
+            out.append(Finding(
+                id=rule.id, query=rule.query.id, trace=label, severity=rule.severity, title=rule.title,
+                message=message(rule.message, trace_rows), columns=table.column_names,
+                rows=trace_rows[:max_rows], rows_total=len(trace_rows),
+            ))
+    return out

@@ -1,0 +1,276 @@
+"""Reports: the attention variants of one or more traces on one page, as data.
+
+``build(sources)`` runs the named queries (``attention_calls``,
+``stage_breakdown``, ``kernel_precision``, ``launch_api``, ``occupancy``,
+``gpu_timeline``, ``step_summary``, ``call_timeline``) and the findings
+(``queries/findings/``) on every trace and returns a ``Report``: plain data
+(``to_dict()``), rendered by ``tracekit.report_render`` to a terminal
+(``print_report``) or one self-contained HTML page (``html``). With several
+traces the first is the baseline: ``gpu_vs_first`` and a stage comparison
+(``tracekit.diff.compare``) against it. Every number a renderer shows is a
+value of ``Report.to_dict()``; ``METRICS`` says how each headline number is
+computed from which query.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import api, diff, findings
+from .render import records
+
+# How many attention calls of a trace the timeline plot draws (one per step).
+TIMELINE_CALLS = 8
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One headline number: its key in ``headline``, label, unit and how it is computed."""
+
+    key: str
+    label: str
+    unit: str  # ns, count, num, pct, x, text
+    how: str
+
+
+METRICS = (
+    Metric("device", "device", "text", "devices.name of the trace's first device"),
+    Metric("impl", "implementation", "text", "most frequent impl of the trace's attention_calls"),
+    Metric("attention_calls", "attention calls", "count", "rows of attention_calls"),
+    Metric("gpu_ns_per_call", "GPU time / call (op-level)", "ns", "mean of attention_calls.gpu_ns"),
+    Metric("attention_kernel_ns_per_call", "GPU time / call (kernel)", "ns",
+           "mean of attention_calls.attention_kernel_ns"),
+    Metric("gpu_vs_first", "op-level time vs first", "x", "gpu_ns_per_call / the first trace's"),
+    Metric("cpu_ns_per_call", "CPU time / call", "ns", "mean of attention_calls.cpu_ns"),
+    Metric("gpu_ops_per_call", "GPU ops / call", "num", "mean of attention_calls.gpu_ops"),
+    Metric("tflops_per_s", "achieved TFLOP/s", "num",
+           "mean of attention_calls.tflops_per_s (kernel-level time; needs record_shapes)"),
+    Metric("tensor_core_pct", "tensor-core share", "pct",
+           "kernel_precision.share_pct of class tensor_core (share of kernel time)"),
+    Metric("launch_api", "launch API (top)", "text", "the launch_api row with the most gpu_ns"),
+    Metric("reported_occupancy_pct", "occupancy reported", "pct",
+           "occupancy.reported_occupancy_pct, mean weighted by total_ns"),
+    Metric("theoretical_occupancy_pct", "occupancy theoretical", "pct",
+           "occupancy.theoretical_occupancy_pct, mean weighted by total_ns"),
+    Metric("idle_pct", "GPU idle share", "pct", "100 * gpu_timeline.idle_ns / span_ns"),
+)
+
+
+@dataclass
+class TraceReport:
+    """Everything the report shows about one trace."""
+
+    label: str  # unique within the report
+    trace: str  # the trace's label in its source (the queries' trace column)
+    source: str
+    headline: dict
+    stages: list[dict] = field(default_factory=list)  # stage_breakdown rows
+    calls: list[dict] = field(default_factory=list)  # attention_calls rows
+    timeline: list[dict] = field(default_factory=list)  # call_timeline rows of the drawn calls
+    steps: list[dict] = field(default_factory=list)  # step_summary rows
+    findings: list[findings.Finding] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """JSON-friendly form."""
+        return {
+            "label": self.label, "trace": self.trace, "source": self.source, "headline": self.headline,
+            "stages": self.stages, "calls": self.calls, "timeline": self.timeline, "steps": self.steps,
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+@dataclass
+class Report:
+    """A report over one or more traces; the first is the baseline of comparisons."""
+
+    traces: list[TraceReport]
+    comparison: dict | None = None
+    version: str = ""
+
+    @property
+    def stages(self) -> list[str]:
+        """Stages with GPU time in any trace, heaviest overall first ('other' last)."""
+        total: Counter = Counter()
+        for t in self.traces:
+            for r in t.stages:
+                if r["gpu_ops"]:
+                    total[r["stage"]] += r["gpu_ns"]
+        order = sorted(total, key=lambda s: (s == "other", -total[s], s))
+        return order
+
+    def all_findings(self) -> list[tuple[TraceReport, findings.Finding]]:
+        """Every finding with its trace: warnings first, then in trace order."""
+        pairs = [(t, f) for t in self.traces for f in t.findings]
+        return sorted(pairs, key=lambda p: findings.SEVERITIES.index(p[1].severity))
+
+    def labels(self) -> list[str]:
+        """Report labels of the traces, in order."""
+        return [t.label for t in self.traces]
+
+    def to_dict(self) -> dict:
+        """Every number the report shows, JSON-friendly."""
+        return {
+            "tracekit_version": self.version,
+            "metrics": [{"key": m.key, "label": m.label, "unit": m.unit, "how": m.how} for m in METRICS],
+            "stages": self.stages,
+            "traces": [t.to_dict() for t in self.traces],
+            "comparison": self.comparison,
+        }
+
+    def to_json(self) -> str:
+        """``to_dict()`` as JSON text."""
+        return json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n"
+
+    def to_html(self) -> str:
+        """One self-contained HTML page (inline CSS and SVG, no scripts)."""
+        from .report_render import html
+
+        return html(self)
+
+    def print(self, console=None) -> None:
+        """Print to a rich console (default: stdout)."""
+        from .report_render import print_report
+
+        print_report(self, console)
+
+
+def _weighted(rows: list[dict], value: str, weight: str) -> float | None:
+    pairs = [(r[value], r[weight]) for r in rows if r[value] is not None and r[weight]]
+    total = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / total if total else None
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def headline(trace: str, q: dict[str, list[dict]], device: str | None) -> dict:
+    """The headline numbers of one trace from the query rows ``q`` (query name -> rows of all traces)."""
+    mine = {name: [r for r in rows if r["trace"] == trace] for name, rows in q.items()}
+    calls = mine["attention_calls"]
+    impls = Counter(c["impl"] for c in calls)
+    precision = {r["precision"]: r["share_pct"] for r in mine["kernel_precision"]}
+    apis = sorted(mine["launch_api"], key=lambda r: (-(r["gpu_ns"] or 0), r["api"]))
+    timeline = mine["gpu_timeline"][0] if mine["gpu_timeline"] else {}
+    span = timeline.get("span_ns")
+    return {
+        "device": device,
+        "impl": min(impls, key=lambda k: (-impls[k], k)) if impls else None,
+        "attention_calls": len(calls),
+        "gpu_ns_per_call": _mean(c["gpu_ns"] for c in calls),
+        "attention_kernel_ns_per_call": _mean(c["attention_kernel_ns"] for c in calls),
+        "gpu_vs_first": None,
+        "cpu_ns_per_call": _mean(c["cpu_ns"] for c in calls),
+        "gpu_ops_per_call": _mean(c["gpu_ops"] for c in calls),
+        "tflops_per_s": _mean(c["tflops_per_s"] for c in calls),
+        "tensor_core_pct": precision.get("tensor_core", 0.0) if precision else None,
+        "launch_api": apis[0]["api"] if apis else None,
+        "launch_apis": [r["api"] for r in apis],
+        "reported_occupancy_pct": _weighted(mine["occupancy"], "reported_occupancy_pct", "total_ns"),
+        "theoretical_occupancy_pct": _weighted(mine["occupancy"], "theoretical_occupancy_pct", "total_ns"),
+        "idle_pct": 100.0 * timeline["idle_ns"] / span if span else None,
+        "stage_share_pct": {r["stage"]: r["share_pct"] for r in mine["stage_breakdown"] if r["gpu_ops"]},
+    }
+
+
+def _timeline_calls(rows: list[dict], limit: int = TIMELINE_CALLS) -> list[dict]:
+    """call_timeline rows of the first call of each step (of the trace when stepless), at most ``limit`` calls."""
+    chosen: list = []
+    for r in rows:
+        if r["call_in_step"] == 1 and r["call_id"] not in chosen:
+            chosen.append(r["call_id"])
+    keep = set(chosen[:limit])
+    return [r for r in rows if r["call_id"] in keep]
+
+
+QUERIES = ("attention_calls", "stage_breakdown", "kernel_precision", "launch_api", "occupancy",
+           "gpu_timeline", "step_summary", "call_timeline")
+
+
+def build(sources, names=None, progress=None) -> Report:
+    """Build a report over ``sources``: ``Trace`` objects or paths (each may hold several traces).
+
+    ``names`` are the sources as the user gave them (for hints such as
+    ``tracekit query findings.X SOURCE``); ``progress(done, total, what)`` is
+    called as queries run. Every trace of every source is one column of the
+    report, in order; the first is the baseline.
+    """
+    from . import __version__
+
+    sources = list(sources)
+    names = list(names) if names is not None else [None] * len(sources)
+    opened = []
+    loaded = []
+    for s, n in zip(sources, names):
+        if isinstance(s, api.Trace):
+            loaded.append((s, n or str(s.path or "SOURCE")))
+        else:
+            t = api.load(s)
+            opened.append(t)
+            loaded.append((t, n or str(s)))
+    try:
+        return _build(loaded, progress, __version__)
+    finally:
+        for t in opened:
+            t.close()
+
+
+def _build(loaded, progress, version) -> Report:
+    steps_total = len(loaded) * (len(QUERIES) + 2)
+    done = 0
+
+    def tick(what):
+        nonlocal done
+        done += 1
+        if progress:
+            progress(done, steps_total, what)
+
+    per_source = []
+    for trace, name in loaded:
+        q = {}
+        for qname in QUERIES:
+            q[qname] = records(trace.query_arrow(qname))
+            tick(qname)
+        labels = trace.arrow("SELECT trace FROM traces ORDER BY trace_id").column("trace").to_pylist()
+        devices = {r["trace"]: r["name"] for r in trace.arrow(
+            "SELECT t.trace, d.name FROM devices d JOIN traces t USING (trace_id) "
+            "QUALIFY row_number() OVER (PARTITION BY d.trace_id ORDER BY d.device) = 1").to_pylist()}
+        tick("devices")
+        found = findings.run(trace)
+        tick("findings")
+        per_source.append((trace, name, q, labels, devices, found))
+
+    seen = Counter(label for *_, labels, _d, _f in per_source for label in labels)
+    out: list[TraceReport] = []
+    sides = []
+    for trace, name, q, labels, devices, found in per_source:
+        for label in labels:
+            shown = label if seen[label] == 1 else f"{Path(name).name}:{label}"
+            mine = [f for f in found if f.trace == label]
+            out.append(TraceReport(
+                label=shown, trace=label, source=name,
+                headline=headline(label, q, devices.get(label)),
+                stages=[r for r in q["stage_breakdown"] if r["trace"] == label],
+                calls=[r for r in q["attention_calls"] if r["trace"] == label],
+                timeline=_timeline_calls([r for r in q["call_timeline"] if r["trace"] == label]),
+                steps=[r for r in q["step_summary"] if r["trace"] == label],
+                findings=mine,
+            ))
+            sides.append(diff.Side(trace, [label], shown))
+    first = out[0].headline["gpu_ns_per_call"] if out else None
+    for t in out:
+        own = t.headline["gpu_ns_per_call"]
+        t.headline["gpu_vs_first"] = own / first if first and own is not None else None
+    comparison = None
+    if len(out) > 1:
+        per_call = all(t.headline["attention_calls"] for t in out)
+        comparison = {
+            "against": out[0].label, "by": "stage", "per_call": per_call,
+            "tables": {t.label: records(diff.compare(sides[0], side, by="stage", per_call=per_call))
+                       for t, side in zip(out[1:], sides[1:])},
+        }
+    return Report(out, comparison, version)
