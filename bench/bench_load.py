@@ -276,6 +276,7 @@ def main(argv=None):
     result = benchmark(trace, args.runs, hta_py)
     print(report(result))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0 if all(result["pass"].values()) else 1
 
