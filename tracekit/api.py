@@ -5,13 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-import polars as pl
 import pyarrow as pa
 
 from . import attribution, database, link, queries, rules
 from .errors import QueryError, TraceFormatError
 from .schema import TABLES
 from .sources import discover
+
+
+def _polars():
+    # Imported on first use: the CLI renders Arrow tables and starts faster without it.
+    import polars
+
+    return polars
 
 
 class Trace:
@@ -47,13 +53,13 @@ class Trace:
         except duckdb.Error as exc:
             raise QueryError(str(exc).strip()) from None
 
-    def sql(self, sql: str, params: dict | None = None) -> pl.DataFrame:
+    def sql(self, sql: str, params: dict | None = None) -> "polars.DataFrame":
         """Run ``sql`` and return a polars DataFrame."""
-        return pl.from_arrow(self.arrow(sql, params))
+        return _polars().from_arrow(self.arrow(sql, params))
 
-    def query(self, name: str, query_dirs=(), **params) -> pl.DataFrame:
+    def query(self, name: str, query_dirs=(), **params) -> "polars.DataFrame":
         """Run a named query (see ``tracekit queries``) with checked parameters."""
-        return pl.from_arrow(self.query_arrow(name, params, query_dirs))
+        return _polars().from_arrow(self.query_arrow(name, params, query_dirs))
 
     def query_arrow(self, name: str, params: dict | None = None, query_dirs=()) -> pa.Table:
         """Run a named query and return an Arrow table."""
