@@ -39,39 +39,16 @@ def output_options(fn):
     return wrapper
 
 
-class _Progress:
-    """Progress of a load on a terminal; silent when stderr is piped."""
+class _StatusLine:
+    """One self-overwriting status line on a terminal; silent when stderr is piped."""
 
     def __init__(self, enabled: bool):
         self.enabled = enabled and sys.stderr.isatty()
         self.shown = False
 
-    def __call__(self, done: int, total: int, name: str) -> None:
-        if not self.enabled or total < (32 << 20):
-            return
-        pct = 100 * done / total if total else 100
-        label = Path(name).name if name else "linking"
-        sys.stderr.write(f"\r\x1b[2Kloading {pct:5.1f}%  {done / 1e6:,.0f}/{total / 1e6:,.0f} MB  {label}")
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\x1b[2K")
-            sys.stderr.flush()
-
-
-class _Steps:
-    """Progress of a job of many steps (a report's queries) on a terminal; silent when stderr is piped."""
-
-    def __init__(self, enabled: bool, what: str):
-        self.enabled = enabled and sys.stderr.isatty()
-        self.what = what
-        self.shown = False
-
-    def __call__(self, done: int, total: int, name: str) -> None:
+    def show(self, text: str) -> None:
         if self.enabled:
-            sys.stderr.write(f"\r\x1b[2K{self.what}: {done}/{total} {name}")
+            sys.stderr.write(f"\r\x1b[2K{text}")
             sys.stderr.flush()
             self.shown = True
 
@@ -79,6 +56,27 @@ class _Steps:
         if self.shown:
             sys.stderr.write("\r\x1b[2K")
             sys.stderr.flush()
+
+
+class _Progress(_StatusLine):
+    """Progress of a load (bytes read); shown only for inputs of 32 MB or more."""
+
+    def __call__(self, done: int, total: int, name: str) -> None:
+        if total >= (32 << 20):
+            pct = 100 * done / total if total else 100
+            label = Path(name).name if name else "linking"
+            self.show(f"loading {pct:5.1f}%  {done / 1e6:,.0f}/{total / 1e6:,.0f} MB  {label}")
+
+
+class _Steps(_StatusLine):
+    """Progress of a job of many steps (a report's queries)."""
+
+    def __init__(self, enabled: bool, what: str):
+        super().__init__(enabled)
+        self.what = what
+
+    def __call__(self, done: int, total: int, name: str) -> None:
+        self.show(f"{self.what}: {done}/{total} {name}")
 
 
 def _warn(message: str) -> None:
