@@ -157,7 +157,8 @@ def test_progress_shows_on_a_terminal_and_stays_quiet_when_piped(monkeypatch):
         text = stream.getvalue()
         assert ("loading  50.0%  67/134 MB  rank0.json.gz" in text) is expect_output
         assert (text == "") is not expect_output
-    small = cli_module._Progress(True)
     monkeypatch.setattr(sys, "stderr", Tty())
+    small = cli_module._Progress(True)
+    assert small.enabled
     small(1, 2, "tiny.json")  # under 32 MB: loads fast, no progress line
     assert sys.stderr.getvalue() == ""
