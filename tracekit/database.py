@@ -21,7 +21,7 @@ from .sources import Source, discover
 
 # Bump whenever a table or column changes meaning: cached databases with
 # another version are rebuilt, user-built ones are refused with advice.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 VIEWS = {
     "processes": """
@@ -42,7 +42,43 @@ VIEWS = {
         WHERE name IN ('thread_name', 'thread_sort_index')
         GROUP BY trace_id, pid, tid""",
     "cpu_ops": "SELECT * FROM cpu_slices WHERE kind = 'cpu_op'",
+    # Views read the rule table at query time, so --rules (TEMP tables) reaches them.
+    "kernel_precision_classes": """
+        SELECT d.name, coalesce(r.precision, 'other') AS precision, r.pattern AS rule, r.note AS rule_note,
+               r.rule_order
+        FROM (SELECT DISTINCT name FROM gpu_ops WHERE kind = 'kernel') d
+        LEFT JOIN rule_kernel_precision r ON regexp_matches(d.name, r.pattern)
+        QUALIFY row_number() OVER (PARTITION BY d.name ORDER BY r.rule_order NULLS LAST) = 1""",
     "annotations": "SELECT * FROM cpu_slices WHERE kind = 'user_annotation'",
+}
+
+
+# Table macros: shared SQL the queries call. Documented in docs/schema.md.
+MACROS = {
+    "busy_union": (
+        "intervals",
+        "Union of intervals per group: busy_union(T) where T has columns grp, ts_ns, end_ns gives one row per "
+        "grp with busy_ns (covered time, overlaps counted once), first_ns and last_ns.",
+        """
+        SELECT grp, sum(island_end - island_start)::BIGINT AS busy_ns,
+               min(island_start) AS first_ns, max(island_end) AS last_ns
+        FROM (
+            SELECT grp, island, min(ts_ns) AS island_start, max(end_ns) AS island_end
+            FROM (
+                SELECT grp, ts_ns, end_ns,
+                       sum(CASE WHEN prev_end IS NULL OR ts_ns > prev_end THEN 1 ELSE 0 END)
+                           OVER (PARTITION BY grp ORDER BY ts_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
+                FROM (
+                    SELECT grp, ts_ns, end_ns,
+                           max(end_ns) OVER (PARTITION BY grp ORDER BY ts_ns, end_ns
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+                    FROM query_table(intervals)
+                )
+            )
+            GROUP BY grp, island
+        )
+        GROUP BY grp""",
+    ),
 }
 
 
@@ -57,6 +93,8 @@ def build(con: duckdb.DuckDBPyConnection, sources: list[Source], progress=None, 
     link.drop_work(con)
     for name, sql in VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
+    for name, (arg, _, sql) in MACROS.items():
+        con.execute(f"CREATE MACRO {name}({arg}) AS TABLE {sql}")
     info = {
         "schema_version": str(SCHEMA_VERSION),
         "tracekit_version": __version__,

@@ -420,6 +420,17 @@ pg_ranks VARCHAR  args["Process Group Ranks"].
         _cols(_CPU_SLICE),
     ),
     Table(
+        "kernel_precision_classes", "view", "rules",
+        "Every distinct kernel name with its precision class: the first rule_kernel_precision row (by rule_order) whose pattern matches, else other. The queries kernel_precision, kernel_classes and findings.fp32_simt_gemm read it.",
+        _cols("""
+name VARCHAR  Kernel name (gpu_ops.name of kind kernel).
+precision VARCHAR  tensor_core, fp32_simt or other.
+rule VARCHAR  Pattern of the deciding row (NULL: none matched).
+rule_note VARCHAR  That row's note.
+rule_order INTEGER  That row's rule_order.
+"""),
+    ),
+    Table(
         "processes", "view", "linked",
         "Process names, labels and sort order from metadata events.",
         _cols("""
@@ -470,4 +481,9 @@ def markdown() -> str:
             out += [f"### `{t.name}` ({t.kind})", "", t.doc, "", "| column | type | meaning |", "|---|---|---|"]
             out += [f"| `{c.name}` | {c.type} | {c.doc.replace('|', '/')} |" for c in t.columns]
             out.append("")
+    from .database import MACROS
+
+    out += ["## Table macros", "", "Shared SQL the queries call; available in your own queries too.", ""]
+    for name, (arg, doc, _) in MACROS.items():
+        out += [f"### `{name}({arg})`", "", doc, ""]
     return "\n".join(out)

@@ -18,28 +18,12 @@
 -- @column idle_ns BIGINT           span_ns - busy_ns, nanoseconds.
 -- @column busy_pct DOUBLE          100 * busy_ns / span_ns.
 WITH counted AS (
-    SELECT trace_id, ts_ns, end_ns
+    SELECT trace_id AS grp, ts_ns, end_ns
     FROM gpu_ops
     WHERE $include_orphans OR NOT orphan
 ),
-ordered AS (
-    SELECT trace_id, ts_ns, end_ns,
-           max(end_ns) OVER (PARTITION BY trace_id ORDER BY ts_ns, end_ns
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM counted
-),
-islands AS (
-    SELECT trace_id, ts_ns, end_ns,
-           sum(CASE WHEN prev_end IS NULL OR ts_ns > prev_end THEN 1 ELSE 0 END)
-               OVER (PARTITION BY trace_id ORDER BY ts_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
-    FROM ordered
-),
 busy AS (
-    SELECT trace_id, sum(island_ns) AS busy_ns, min(island_start) AS first_ns, max(island_end) AS last_ns
-    FROM (SELECT trace_id, island, min(ts_ns) AS island_start, max(end_ns) AS island_end,
-                 max(end_ns) - min(ts_ns) AS island_ns
-          FROM islands GROUP BY trace_id, island)
-    GROUP BY trace_id
+    SELECT grp AS trace_id, busy_ns, first_ns, last_ns FROM busy_union(counted)
 ),
 counts AS (
     SELECT trace_id, count(*) AS gpu_ops, count(*) FILTER (WHERE NOT orphan) AS linked_gpu_ops,

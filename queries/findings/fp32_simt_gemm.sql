@@ -27,16 +27,10 @@ names AS (
            100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER (PARTITION BY trace_id) AS share
     FROM kernels
     GROUP BY trace_id, name
-),
-first_rule AS (
-    SELECT d.name, r.precision, r.pattern
-    FROM (SELECT DISTINCT name FROM names) d
-    JOIN rule_kernel_precision r ON regexp_matches(d.name, r.pattern)
-    QUALIFY row_number() OVER (PARTITION BY d.name ORDER BY r.rule_order) = 1
 )
-SELECT t.trace, n.name, n.gpu_ops, n.in_attention, n.total_ns, round(n.share, 3) AS share_pct, f.pattern AS rule
+SELECT t.trace, n.name, n.gpu_ops, n.in_attention, n.total_ns, round(n.share, 3) AS share_pct, f.rule
 FROM names n
-JOIN first_rule f USING (name)
+JOIN kernel_precision_classes f USING (name)
 JOIN traces t USING (trace_id)
 WHERE f.precision = 'fp32_simt'
 ORDER BY t.trace, n.total_ns DESC, n.name;

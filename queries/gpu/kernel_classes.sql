@@ -27,18 +27,12 @@ WITH names AS (
     FROM gpu_ops
     WHERE kind = 'kernel' AND ($include_orphans OR NOT orphan)
     GROUP BY trace_id, name
-),
-first_rule AS (
-    SELECT d.name, r.precision, r.pattern, r.note, r.rule_order
-    FROM (SELECT DISTINCT name FROM names) d
-    JOIN rule_kernel_precision r ON regexp_matches(d.name, r.pattern)
-    QUALIFY row_number() OVER (PARTITION BY d.name ORDER BY r.rule_order) = 1
 )
-SELECT t.trace, n.name, coalesce(f.precision, 'other') AS precision,
-       f.pattern AS rule, f.note AS rule_note, f.rule_order,
+SELECT t.trace, n.name, f.precision,
+       f.rule, f.rule_note, f.rule_order,
        n.gpu_ops, n.total_ns,
        round(100.0 * n.total_ns / sum(n.total_ns) OVER (PARTITION BY n.trace_id), 3) AS share_pct
 FROM names n
 JOIN traces t USING (trace_id)
-LEFT JOIN first_rule f USING (name)
+JOIN kernel_precision_classes f USING (name)
 ORDER BY t.trace, n.total_ns DESC, n.name;

@@ -28,17 +28,11 @@ WITH names AS (
     WHERE kind = 'kernel' AND ($include_orphans OR NOT orphan)
     GROUP BY trace_id, name
 ),
-first_rule AS (
-    SELECT d.name, r.precision
-    FROM (SELECT DISTINCT name FROM names) d
-    JOIN rule_kernel_precision r ON regexp_matches(d.name, r.pattern)
-    QUALIFY row_number() OVER (PARTITION BY d.name ORDER BY r.rule_order) = 1
-),
 classified AS (
-    SELECT n.*, coalesce(f.precision, 'other') AS precision,
-           row_number() OVER (PARTITION BY n.trace_id, coalesce(f.precision, 'other')
+    SELECT n.*, f.precision AS precision,
+           row_number() OVER (PARTITION BY n.trace_id, f.precision
                               ORDER BY n.total_ns DESC, n.name) AS rank
-    FROM names n LEFT JOIN first_rule f USING (name)
+    FROM names n JOIN kernel_precision_classes f USING (name)
 ),
 classes AS (
     SELECT trace_id, precision, sum(gpu_ops)::BIGINT AS gpu_ops, count(*) AS kernels,

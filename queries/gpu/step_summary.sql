@@ -47,23 +47,11 @@ step_ops AS (
                         AND r.ts_ns >= s.ts_ns AND r.ts_ns < s.end_ns
     JOIN gpu_ops g ON g.launch_id = r.id
 ),
-ordered AS (
-    SELECT step_id, ts_ns, end_ns,
-           max(end_ns) OVER (PARTITION BY step_id ORDER BY ts_ns, end_ns
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM step_ops
-),
-islands AS (
-    SELECT step_id, ts_ns, end_ns,
-           sum(CASE WHEN prev_end IS NULL OR ts_ns > prev_end THEN 1 ELSE 0 END)
-               OVER (PARTITION BY step_id ORDER BY ts_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
-    FROM ordered
+intervals AS (
+    SELECT step_id AS grp, ts_ns, end_ns FROM step_ops
 ),
 busy AS (
-    SELECT step_id, sum(island_end - island_start) AS busy_ns
-    FROM (SELECT step_id, island, min(ts_ns) AS island_start, max(end_ns) AS island_end
-          FROM islands GROUP BY step_id, island)
-    GROUP BY step_id
+    SELECT grp AS step_id, busy_ns FROM busy_union(intervals)
 ),
 work AS (
     SELECT step_id, count(*) AS gpu_ops, count(*) FILTER (WHERE same_thread) AS step_thread_gpu_ops,
