@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from . import queries
 from .errors import QueryError
-from .render import records
+from .render import UNITS, format_unit, records
 
 SEVERITIES = ("warning", "info")
 # Evidence rows kept per finding and trace (the query lists them all).
@@ -88,23 +88,12 @@ def rules() -> list[Rule]:
 
 
 class _Formatter(string.Formatter):
-    """str.format with unit specs for durations (ns), percentages and ratios."""
+    """str.format with the report's unit specs ({x:us}, {x:pct}, {name:short}, ...)."""
 
     def format_field(self, value, spec):
         if value is None:
             return "?"
-        if spec == "us":
-            return f"{value / 1e3:,.1f} µs"
-        if spec == "ms":
-            return f"{value / 1e6:,.3f} ms"
-        if spec == "pct":
-            return f"{value:.1f} %"
-        if spec == "x":
-            return f"{value:.2f}x"
-        if spec == "short":
-            text = str(value)
-            return text if len(text) <= 60 else text[:59] + "…"
-        return super().format_field(value, spec)
+        return format_unit(value, spec) if spec in UNITS else super().format_field(value, spec)
 
 
 def message(template: str, rows: list[dict]) -> str:

@@ -33,6 +33,32 @@ def _plain(value):
     return value
 
 
+UNITS = ("ns", "us", "ms", "pct", "x", "count", "num", "short")
+
+
+def format_unit(value, unit: str, missing: str = "–") -> str:
+    """Display text of a number in a unit: ns (µs, or ms from 10 ms up), us, ms, pct, x,
+    count, num; short truncates long text (kernel names) to 60 characters."""
+    if value is None:
+        return missing
+    if unit == "ns":
+        unit = "us" if abs(value) < 1e7 else "ms"
+    if unit == "us":
+        return f"{value / 1e3:,.1f} µs"
+    if unit == "ms":
+        return f"{value / 1e6:,.3f} ms"
+    if unit == "pct":
+        return f"{value:.1f} %"
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "count":
+        return f"{value:,}"
+    if unit == "num":
+        return f"{value:,.1f}" if value != int(value) else f"{int(value):,}"
+    text = str(value)
+    return text[:59] + "…" if unit == "short" and len(text) > 60 else text
+
+
 def records(table: pa.Table) -> list[dict]:
     """Rows as JSON-friendly dicts."""
     return [_plain(r) for r in table.to_pylist()]

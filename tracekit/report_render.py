@@ -15,26 +15,10 @@ from html import escape
 
 from . import findings, plots
 from .render import _cell
+from .render import format_unit as fmt
 from .report import METRICS, TIMELINE_CALLS, Report, TraceReport
 
 SEVERITY_STYLE = {"warning": "bold yellow", "info": "cyan"}
-
-
-def fmt(value, unit: str) -> str:
-    """Display text of a headline value."""
-    if value is None:
-        return "–"
-    if unit == "ns":
-        return f"{value / 1e3:,.1f} µs" if abs(value) < 1e7 else f"{value / 1e6:,.3f} ms"
-    if unit == "pct":
-        return f"{value:.1f} %"
-    if unit == "x":
-        return f"{value:.2f}x"
-    if unit == "count":
-        return f"{value:,}"
-    if unit == "num":
-        return f"{value:,.1f}" if value != int(value) else f"{int(value):,}"
-    return str(value)
 
 
 def _rows(report: Report) -> list[tuple[str, str, str, str]]:
