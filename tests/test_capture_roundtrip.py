@@ -45,9 +45,8 @@ def test_recorded_trace_round_trips_with_its_stages(impl, tmp_path):
         else:
             # SDPA and flex carry no stage label: their ops decide.
             assert all(r["cpu_by_label"] == 0 for r in stages.values())
-            assert {c["impl"] for c in calls} <= {impl, "flash", "math", "efficient", "cudnn", "flex", "unknown"}
-            if impl in ("math", "flash"):
-                assert {c["impl"] for c in calls} == {impl}
+            # What ran decides the impl: unpinned SDPA on CPU runs this torch's flash backend.
+            assert {c["impl"] for c in calls} == {"flash" if impl == "auto" else impl}
             assert set(stages) - {"other"}
 
 
@@ -83,7 +82,7 @@ def test_tracekit_capture_command_records_and_loads(tmp_path, capsys):
         assert trace.query("attention_calls")["impl"].to_list() == ["naive"]
     assert main([*args, "--impl", "cudnn"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("cudnn: unavailable: ") or any(line.startswith("cudnn: unavailable") for line in err)
+    assert any(line.startswith("cudnn: unavailable: ") for line in err)
 
 
 @pytest.mark.parametrize("attn_impl,expected", [("eager", "naive"), ("sdpa", "flash")])

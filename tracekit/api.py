@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
@@ -11,6 +12,9 @@ from . import attribution, database, link, queries, rules
 from .errors import QueryError, TraceFormatError
 from .schema import TABLES
 from .sources import discover
+
+if TYPE_CHECKING:
+    import polars
 
 
 def _polars():
