@@ -49,6 +49,19 @@ def test_python_dash_m_works():
     assert out.returncode == 0 and out.stdout.startswith("tracekit")
 
 
+def test_load_imports_no_arrow_or_polars(tiny, tmp_path):
+    """`tracekit load` starts without pyarrow/polars (0.1-0.3 s of imports it never uses)."""
+    code = (
+        "import sys; from tracekit.cli import main; "
+        f"rc = main(['load', {str(tiny)!r}, '-o', {str(tmp_path / 'o.duckdb')!r}]); "
+        "print(sorted(m for m in ('pyarrow', 'polars') if m in sys.modules)); sys.exit(rc)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert (tmp_path / "o.duckdb").exists()
+
+
 def test_load_then_query_formats(tiny, tmp_path):
     db = tmp_path / "run.duckdb"
     res = CliRunner().invoke(cli, ["load", str(tiny), "-o", str(db)])

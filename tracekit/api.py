@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
 
 from . import attribution, database, link, queries, rules
 from .errors import QueryError, TraceFormatError
@@ -14,6 +13,7 @@ from .schema import TABLES
 from .sources import discover
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import polars
 
 

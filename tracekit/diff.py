@@ -12,8 +12,10 @@ side only as ``added`` / ``removed``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from .errors import TracekitError
 
@@ -98,6 +100,8 @@ def compare(a, b, by: str = "stage", per_call: bool = False, include_orphans: bo
             "ratio": round(ns_b / ns_a, 4) if ns_a else None,
         })
     rows.sort(key=lambda r: (-abs(r[f"delta_ns{suffix}"]), r[key]))
+    import pyarrow as pa
+
     num = pa.float64() if per_call else pa.int64()
     schema = pa.schema([
         (key, pa.string()), ("change", pa.string()),

@@ -10,8 +10,10 @@ import json
 import math
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: `tracekit load` never needs Arrow
+    import pyarrow as pa
 
 FORMATS = ("table", "csv", "json", "ndjson", "parquet")
 
@@ -82,6 +84,8 @@ def _cell(value, exact: bool = False) -> str:
 def _table(table: pa.Table, max_width: int) -> str:
     names = table.column_names
     rows = table.to_pylist()
+    import pyarrow as pa
+
     numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) for t in table.schema.types]
     cells = [[_cell(r[n]) for n in names] for r in rows]
     if max_width > 0:
@@ -105,6 +109,8 @@ def render(table: pa.Table, fmt: str, out=None, path: Path | None = None, max_wi
     if fmt == "parquet":
         if path is None:
             raise ValueError("parquet output needs --output FILE")
+        import pyarrow.parquet as pq
+
         pq.write_table(table, str(path))
         return
     buf = io.StringIO()
