@@ -194,7 +194,9 @@ def _events_select(batch: list[_Staged]) -> str:
             FROM (
                 SELECT filename AS part,
                        json_transform(json, '{_struct_spec(EVENT_SPEC)}') AS e,
-                       CASE WHEN json_type(json) <> 'OBJECT'
+                       -- Objects start with an opening brace (the reader trims them): a check on the
+                       -- text, not another parse (json_type cost 0.35 s per 1.5M events).
+                       CASE WHEN NOT starts_with(json, '{{')
                                  OR list_bool_or(list_transform(json_keys(json), lambda k: k NOT IN ({known})))
                             THEN json END AS extra
                 FROM read_json_objects([{files}], format = 'array', filename = true,
@@ -211,9 +213,10 @@ def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> No
     that file is re-staged exactly, which either fixes the split or raises an
     error with the JSON problem's line and column.
     """
+    con.execute("CREATE OR REPLACE TEMP TABLE _events_batch AS SELECT * FROM events LIMIT 0")
     while True:
         try:
-            con.execute(f"INSERT INTO events BY NAME {_events_select(batch)}")
+            con.execute(f"INSERT INTO _events_batch BY NAME {_events_select(batch)}")
         except duckdb.Error as exc:
             bad = next((st for st in batch if any(str(p) in str(exc) for p in st.staged.parts)), None)
             if bad is None or bad.staged.exact or "JSON" not in str(exc):
@@ -225,18 +228,27 @@ def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> No
             bad.staged = reader.stage_exact(bad.staged.path, workdir, f"t{bad.trace_id}")
             continue
         break
-    # The insert kept file order (parallel, order-preserving), so once
-    # committed the row number is the id, and minus the trace's first row
-    # the ordinal. Filling two columns afterwards costs far less than
-    # numbering rows during the scan, which would serialize it.
+    # The insert kept file order (parallel, order-preserving), so the row
+    # number is the ordinal, and plus the batch's base the id. Filling two
+    # columns afterwards costs far less than numbering rows during the scan,
+    # which would serialize it.
     con.execute(
-        f"""UPDATE events SET id = events.rowid, ordinal = events.rowid - f.first_row
-            FROM (SELECT trace_id, min(rowid) AS first_row FROM events WHERE rowid >= {id_base}
-                  GROUP BY trace_id) f
-            WHERE events.trace_id = f.trace_id AND events.rowid >= {id_base}"""
+        f"""UPDATE _events_batch SET id = {id_base} + _events_batch.rowid, ordinal = _events_batch.rowid - f.first_row
+            FROM (SELECT trace_id, min(rowid) AS first_row FROM _events_batch GROUP BY trace_id) f
+            WHERE _events_batch.trace_id = f.trace_id"""
     )
     # A failed load leaves no output: the caller discards the database.
-    _check_values(con, batch, id_base)
+    _check_values(con, batch, "_events_batch")
+    # Rows carry their ids now, so the copy into the stored table need not
+    # keep their order: unordered, DuckDB compresses and writes row groups
+    # in parallel during the insert instead of at the final checkpoint
+    # (measured: 1.3 s instead of 2.2 s for 1.5M events).
+    con.execute("SET preserve_insertion_order = false")
+    try:
+        con.execute("INSERT INTO events SELECT * FROM _events_batch")
+    finally:
+        con.execute("RESET preserve_insertion_order")
+        con.execute("DROP TABLE _events_batch")
 
 
 def _first_line(exc: Exception) -> str:
@@ -264,7 +276,7 @@ def _load_batch(con, batch: list[_Staged], workdir: Path) -> int:
     return len(batch)
 
 
-def _check_values(con, batch: list[_Staged], id_base: int) -> None:
+def _check_values(con, batch: list[_Staged], table: str) -> None:
     """Raise on the first trace with events that are not usable trace events."""
     problem = f"""CASE
         WHEN extra IS NOT NULL AND json_type(extra) <> 'OBJECT'
@@ -277,7 +289,7 @@ def _check_values(con, batch: list[_Staged], id_base: int) -> None:
     END"""
     rows = con.execute(
         f"""SELECT trace_id, count(*) OVER (PARTITION BY trace_id) AS n, ordinal, ph, name, problem
-            FROM (SELECT trace_id, ordinal, ph, name, {problem} AS problem FROM events WHERE id >= {id_base})
+            FROM (SELECT trace_id, ordinal, ph, name, {problem} AS problem FROM {table})
             WHERE problem IS NOT NULL ORDER BY trace_id, ordinal LIMIT 1"""
     ).fetchall()
     if not rows:
