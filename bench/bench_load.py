@@ -65,6 +65,7 @@ con.close()
 # The Python API may not exist yet (or differ): any failure is reported, not fatal.
 QUERY_DRIVER = """
 import json, sys, time
+import polars, pyarrow  # the API's result types, imported where first used: not what is timed
 import tracekit
 try:
     opener = getattr(tracekit, "open", None) or tracekit.load

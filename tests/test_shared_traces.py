@@ -76,6 +76,18 @@ def test_gpu_timeline_matches_tracelens(name, shared_dir, load_shared):
 
 
 @pytest.mark.parametrize("rel", SHARED_TRACES)
+def test_gpu_op_events_agrees_with_the_linked_gpu_ops(rel, load_shared):
+    """The view gpu_timeline reads before linking has gpu_ops' rows and orphan flags."""
+    trace = load_shared(rel)
+    row = trace.sql(
+        """SELECT (SELECT count(*) FROM gpu_op_events) AS events_view, (SELECT count(*) FROM gpu_ops) AS linked,
+                  (SELECT count(*) FROM gpu_ops g JOIN gpu_op_events e USING (id)
+                   WHERE e.linked = g.orphan OR e.ts_ns <> g.ts_ns OR e.dur_ns <> g.dur_ns) AS disagree"""
+    ).to_dicts()[0]
+    assert row["events_view"] == row["linked"] and row["disagree"] == 0
+
+
+@pytest.mark.parametrize("rel", SHARED_TRACES)
 def test_every_launch_link_agrees_with_its_ac2g_flow(rel, load_shared):
     trace = load_shared(rel)
     bad = trace.sql("SELECT count(*) AS n FROM runtime_calls WHERE flow_matches = false")["n"][0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,16 +26,107 @@ def _polars():
     return polars
 
 
+# Tables and views the link step creates (see database.link_tables).
+LINKED_NAMES = (
+    *link.TABLES, *attribution.TABLES, *database.LINKED_VIEWS,
+    "rule_label_stages", "rule_op_stages", "rule_kernel_stages", "rule_kernel_precision",
+)
+_LINKED = {n.lower() for n in LINKED_NAMES}
+_LINKED_RE = re.compile(r"\b(" + "|".join(LINKED_NAMES) + r")\b", re.IGNORECASE)
+
+
+def _names(node, out: set) -> set:
+    """Table names and string constants (``query_table('t')``) in a json_serialize_sql tree."""
+    if isinstance(node, dict):
+        if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str):
+            out.add(node["table_name"].lower())
+        if node.get("class") == "CONSTANT":
+            for holder, key in (("value", "value"), ("literal", "text")):
+                value = node.get(holder)
+                if isinstance(value, dict) and isinstance(value.get(key), str):
+                    out.add(value[key].lower())
+        for v in node.values():
+            _names(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _names(v, out)
+    return out
+
+
+def needs_link(con: duckdb.DuckDBPyConnection, sql: str) -> bool:
+    """Whether ``sql`` reads a linked table or view.
+
+    DuckDB's parser names the tables a SELECT reads; any other statement
+    (or one it cannot serialize) counts when a linked name appears in its
+    text at all: linking when not needed costs time, not linking when
+    needed would fail the query.
+    """
+    try:
+        tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+    except (duckdb.Error, ValueError, TypeError):
+        tree = {"error": True}
+    if tree.get("error"):
+        return bool(_LINKED_RE.search(sql))
+    return bool(_names(tree, set()) & _LINKED)
+
+
 class Trace:
     """Loaded traces: a DuckDB connection over the tracekit schema.
 
-    ``con`` is the DuckDB connection for power users; ``sql`` and ``query``
-    return polars DataFrames.
+    ``con`` is the DuckDB connection for power users (with the linked
+    tables built); ``sql`` and ``query`` return polars DataFrames.
+
+    A database fresh from ``load`` holds the events and base tables; the
+    linked model is built the first time a query names one of its tables
+    (``link()`` builds it at once) and, for a database file, written into
+    it, so it is built once. A file that cannot be written gets it as
+    TEMP tables of this connection.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path | None = None):
-        self.con = con
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path | None = None, read_only: bool = False):
+        self._con = con
         self.path = path
+        self._read_only = read_only
+        self._linked = None
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection, with the linked tables built."""
+        self.link()
+        return self._con
+
+    @property
+    def linked(self) -> bool:
+        """Whether the linked tables exist yet."""
+        if self._linked is None:
+            self._linked = database.is_linked(self._con)
+        return self._linked
+
+    def link(self) -> "Trace":
+        """Build the linked tables now (a no-op when they exist)."""
+        if self.linked:
+            return self
+        if self.path is not None and self._read_only:
+            self._con.close()
+            try:
+                database.link_file(self.path)
+            except duckdb.Error:
+                # Not writable here (permissions, or open elsewhere): link
+                # for this connection only.
+                self._con = duckdb.connect(str(self.path), read_only=True)
+                database.link_tables(self._con, temp=True)
+            else:
+                self._con = duckdb.connect(str(self.path), read_only=True)
+        else:
+            database.link_tables(self._con)
+        self._linked = True
+        return self
+
+    def _for(self, sql: str) -> duckdb.DuckDBPyConnection:
+        """The connection to run ``sql`` on, linked first when it names a linked table."""
+        if not self.linked and needs_link(self._con, sql):
+            self.link()
+        return self._con
 
     def __enter__(self):
         return self
@@ -43,17 +136,24 @@ class Trace:
 
     def __repr__(self):
         where = str(self.path) if self.path else "in memory"
-        n = self.con.execute("SELECT count(*) FROM traces").fetchall()[0][0]
+        n = self._con.execute("SELECT count(*) FROM traces").fetchall()[0][0]
         return f"<tracekit.Trace {n} trace(s), {where}>"
 
     def close(self) -> None:
         """Close the database connection."""
-        self.con.close()
+        self._con.close()
 
     def arrow(self, sql: str, params: dict | None = None) -> pa.Table:
         """Run ``sql`` and return an Arrow table."""
         try:
-            return self.con.sql(sql, params=params or None).to_arrow_table()
+            return self._for(sql).sql(sql, params=params or None).to_arrow_table()
+        except duckdb.Error as exc:
+            raise QueryError(str(exc).strip()) from None
+
+    def rows(self, sql: str, params: dict | None = None) -> list[tuple]:
+        """Run ``sql`` and return its rows as tuples (no Arrow, no polars)."""
+        try:
+            return self._for(sql).execute(sql, params or None).fetchall()
         except duckdb.Error as exc:
             raise QueryError(str(exc).strip()) from None
 
@@ -70,7 +170,7 @@ class Trace:
         q = queries.find(name, query_dirs)
         bound = q.bind(params or {})
         try:
-            return self.con.sql(q.sql, params=bound or None).to_arrow_table()
+            return self._for(q.sql).sql(q.sql, params=bound or None).to_arrow_table()
         except duckdb.Error as exc:
             raise QueryError(f"query {q.id} ({q.path}) failed: {str(exc).strip()}") from None
 
@@ -82,6 +182,7 @@ class Trace:
         """
         if not rule_dirs:
             return self
+        self.link()
         try:
             rules.load(self.con, rule_dirs, temp=True)
             link.nest(self.con)
@@ -92,11 +193,12 @@ class Trace:
         return self
 
     def tables(self) -> list[dict]:
-        """Tables and views of the database with their documented columns."""
+        """Tables and views of the database with their documented columns (linked ones included)."""
+        self.link()
         rows = self.con.execute(
-            "SELECT table_name, table_type FROM information_schema.tables "
-            "WHERE table_schema = 'main' AND table_catalog = current_database() "
-            "AND table_name NOT LIKE '\\_%' ESCAPE '\\' ORDER BY table_name"
+            "SELECT table_name, min(table_type) FROM information_schema.tables "
+            "WHERE table_schema = 'main' AND table_catalog IN (current_database(), 'temp') "
+            "AND table_name NOT LIKE '\\_%' ESCAPE '\\' GROUP BY table_name ORDER BY table_name"
         ).fetchall()
         out = []
         for name, kind in rows:
@@ -124,7 +226,7 @@ def open(path, read_only: bool = True) -> Trace:  # noqa: A001 - mirrors traceki
     except duckdb.Error as exc:
         raise TraceFormatError(path, f"not a DuckDB database ({str(exc).strip().splitlines()[0]})") from None
     database.check_version(con, path)
-    return Trace(con, path)
+    return Trace(con, path, read_only=read_only)
 
 
 def is_database(path) -> bool:
@@ -133,13 +235,17 @@ def is_database(path) -> bool:
     return p.suffix in (".duckdb", ".db") and p.is_file()
 
 
-def load(paths, output=None, cache: bool = False, progress=None, warn=None, memory_limit: str | None = None) -> Trace:
+def load(
+    paths, output=None, cache: bool = False, progress=None, warn=None, memory_limit: str | None = None,
+    link: bool = False,
+) -> Trace:
     """Load trace files or directories (or open a ``.duckdb``) into a ``Trace``.
 
     ``output`` writes the database to that file (atomically); ``cache=True``
     reuses a database cached for the same unchanged inputs; otherwise the
     database lives in memory. ``memory_limit`` caps DuckDB's memory for a
     file build (default: scaled to the input, $TRACEKIT_MEMORY_LIMIT).
+    ``link=True`` builds the linked tables now rather than on first use.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -147,9 +253,11 @@ def load(paths, output=None, cache: bool = False, progress=None, warn=None, memo
     if len(paths) == 1 and is_database(paths[0]) and output is None:
         return open(paths[0])
     if output is not None:
-        return open(database.build_file(paths, Path(output), progress=progress, warn=warn, memory_limit=memory_limit))
+        return open(
+            database.build_file(paths, Path(output), progress=progress, warn=warn, memory_limit=memory_limit, linked=link)
+        )
     if cache:
         return open(database.cached_build(paths, progress=progress, warn=warn))
     con = duckdb.connect()
-    database.build(con, discover(paths), progress=progress, warn=warn)
+    database.build(con, discover(paths), progress=progress, warn=warn, linked=link)
     return Trace(con, None)

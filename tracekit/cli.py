@@ -144,13 +144,22 @@ def cli(ctx, debug):
     help="Cap DuckDB's memory, e.g. 4GB (default: 2.5x the uncompressed input, at least 512MB; "
     "also $TRACEKIT_MEMORY_LIMIT).",
 )
-def load(paths, output, force, quiet, memory_limit):
+@click.option(
+    "--link", "link_now", is_flag=True,
+    help="Also build the linked tables (CPU op stacks, launches, attention stages) now; by default the "
+    "first query that needs them builds them and writes them into OUTPUT.",
+)
+def load(paths, output, force, quiet, memory_limit, link_now):
     """Load trace files or directories into a DuckDB database.
 
     Each file is one trace (a rank, when several); directories are searched
     for *.json and *.json.gz. The database is written atomically: on any
     error no OUTPUT is left behind. Raw traces given to other commands are
     cached in $TRACEKIT_CACHE_DIR (default ~/.cache/tracekit) instead.
+
+    OUTPUT holds every event at once; the linked model (cpu_slices, gpu_ops,
+    the stage tables) is built by the first query that names one of its
+    tables, once (it is written into OUTPUT), or right away with --link.
 
     \b
     Example:
@@ -161,15 +170,18 @@ def load(paths, output, force, quiet, memory_limit):
         raise TracekitError(f"{output}: already exists (use --force to replace it)")
     progress = _Progress(not quiet)
     try:
-        trace = api.load(list(paths), output=output, progress=progress, warn=_warn, memory_limit=memory_limit)
+        trace = api.load(
+            list(paths), output=output, progress=progress, warn=_warn, memory_limit=memory_limit, link=link_now
+        )
     finally:
         progress.close()
     with trace:
-        n, events, gpu = trace.con.execute(
-            "SELECT count(*), sum(events), (SELECT count(*) FROM gpu_ops) FROM traces"
-        ).fetchall()[0]
+        n, events, gpu = trace.rows(
+            "SELECT count(*), sum(events), (SELECT count(*) FROM gpu_op_events) FROM traces"
+        )[0]
     if not quiet:
-        click.echo(f"{output}: {n} trace(s), {events:,} events, {gpu:,} GPU ops", err=True)
+        state = "linked" if link_now else "linked on first use"
+        click.echo(f"{output}: {n} trace(s), {events:,} events, {gpu:,} GPU ops ({state})", err=True)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -17,13 +17,25 @@ import duckdb
 
 from . import __version__, attribution, ingest, link, rules
 from .errors import TracekitError, TraceFormatError
+from .kinds import GPU_OP_KINDS, LAUNCH_KINDS
 from .sources import Source, discover
 
 # Bump whenever a table or column changes meaning: cached databases with
 # another version are rebuilt, user-built ones are refused with advice.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
+# Views over the base tables: there from the load on.
 VIEWS = {
+    # GPU ops straight from events, with whether the trace holds a runtime
+    # call of the same correlation: the rows of gpu_ops and its `orphan`
+    # flag negated, available before (and without) linking, so the GPU
+    # timeline of a database just loaded needs no link step.
+    "gpu_op_events": f"""
+        SELECT g.id, g.trace_id, g.kind, g.name, g.pid, g.tid, g.ts_ns, g.dur_ns, g.end_ns, g.correlation,
+               g.correlation IN (SELECT r.correlation FROM events r
+                                 WHERE r.ph = 'X' AND r.kind IN {LAUNCH_KINDS} AND r.trace_id = g.trace_id)
+                   IS TRUE AS linked
+        FROM events g WHERE g.ph = 'X' AND g.kind IN {GPU_OP_KINDS}""",
     "processes": """
         SELECT trace_id, pid,
                max(json_extract_string(args, '$.name')) FILTER (WHERE name = 'process_name') AS name,
@@ -41,6 +53,10 @@ VIEWS = {
         FROM metadata_events
         WHERE name IN ('thread_name', 'thread_sort_index')
         GROUP BY trace_id, pid, tid""",
+}
+
+# Views over the linked tables, created with them (see ``link_tables``).
+LINKED_VIEWS = {
     "cpu_ops": "SELECT * FROM cpu_slices WHERE kind = 'cpu_op'",
     # Views read the rule table at query time, so --rules (TEMP tables) reaches them.
     "kernel_precision_classes": """
@@ -82,15 +98,16 @@ MACROS = {
 }
 
 
-def build(con: duckdb.DuckDBPyConnection, sources: list[Source], progress=None, warn=None) -> None:
-    """Fill an empty connection with every table and view of the schema."""
+def build(con: duckdb.DuckDBPyConnection, sources: list[Source], progress=None, warn=None, linked: bool = False) -> None:
+    """Fill an empty connection with the base tables, and the linked ones when ``linked``.
+
+    Without ``linked`` the linked model (cpu_slices, gpu_ops, the stage
+    tables, ...) is built on first use: ``link_tables``, which the API
+    calls for any query that names one of them.
+    """
     con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
     ingest.create_tables(con)
     ingest.ingest(con, sources, progress=progress, warn=warn)
-    link.build(con, keep_work=True)
-    rules.load(con)
-    attribution.build(con)
-    link.drop_work(con)
     for name, sql in VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
     for name, (arg, _, sql) in MACROS.items():
@@ -100,11 +117,65 @@ def build(con: duckdb.DuckDBPyConnection, sources: list[Source], progress=None, 
         "tracekit_version": __version__,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "inputs": json.dumps([str(s.path) for s in sources]),
+        "linked": "false",
     }
     con.executemany("INSERT INTO tracekit_info VALUES (?, ?)", list(info.items()))
+    if linked:
+        link_tables(con)
 
 
-def build_file(paths, out: Path, progress=None, warn=None, overwrite: bool = True, memory_limit: str | None = None) -> Path:
+def is_linked(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the linked tables exist (in the database or as this session's TEMP tables)."""
+    rows = con.execute("SELECT value FROM tracekit_info WHERE key = 'linked'").fetchall()
+    if rows and rows[0][0] == "true":
+        return True
+    return bool(con.execute("SELECT 1 FROM duckdb_tables() WHERE temporary AND table_name = 'cpu_slices'").fetchall())
+
+
+def link_tables(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
+    """Build the linked model over the base tables (see ``link`` and ``attribution``).
+
+    ``temp=True`` builds it as TEMP tables and views of this connection
+    only: for a database that cannot be written.
+    """
+    link.build(con, keep_work=True, temp=temp)
+    rules.load(con, temp=temp)
+    attribution.build(con, temp=temp)
+    link.drop_work(con)
+    kind = "TEMP VIEW" if temp else "VIEW"
+    for name, sql in LINKED_VIEWS.items():
+        con.execute(f"CREATE OR REPLACE {kind} {name} AS {sql}")
+    if not temp:
+        con.execute("UPDATE tracekit_info SET value = 'true' WHERE key = 'linked'")
+
+
+def link_memory_limit(con: duckdb.DuckDBPyConnection) -> str:
+    """The memory cap for linking a database: as for its build, 2.5x the events' JSON size."""
+    env = os.environ.get("TRACEKIT_MEMORY_LIMIT")
+    if env:
+        return env
+    total = con.execute("SELECT coalesce(sum(events_bytes), 0) FROM traces").fetchall()[0][0]
+    return f"{max(512 << 20, int(2.5 * total)) >> 20}MB"
+
+
+def link_file(path: Path) -> None:
+    """Build the linked tables into the database file ``path`` (opened for writing)."""
+    con = duckdb.connect(str(path), config={"checkpoint_threshold": "1TB"})
+    try:
+        con.execute(f"SET memory_limit = '{link_memory_limit(con)}'")
+        if not is_linked(con):
+            con.execute("BEGIN")
+            link_tables(con)
+            con.execute("COMMIT")
+            con.execute("CHECKPOINT")
+    finally:
+        con.close()
+
+
+def build_file(
+    paths, out: Path, progress=None, warn=None, overwrite: bool = True, memory_limit: str | None = None,
+    linked: bool = False,
+) -> Path:
     """Load ``paths`` (files or directories) into the DuckDB file ``out``, atomically.
 
     The database is written to a temporary file beside ``out`` and renamed
@@ -112,7 +183,7 @@ def build_file(paths, out: Path, progress=None, warn=None, overwrite: bool = Tru
     ``memory_limit`` caps DuckDB's memory (e.g. "2GB"); by default it scales
     with the input (see ``auto_memory_limit``).
     """
-    return _build_file(discover(paths), Path(out), progress, warn, overwrite, memory_limit)
+    return _build_file(discover(paths), Path(out), progress, warn, overwrite, memory_limit, linked)
 
 
 def uncompressed_bytes(path: Path) -> int:
@@ -143,7 +214,8 @@ def auto_memory_limit(sources: list[Source]) -> str:
     return f"{max(512 << 20, int(2.5 * total)) >> 20}MB"
 
 
-def _build_file(sources: list[Source], out: Path, progress, warn, overwrite: bool = True, memory_limit=None) -> Path:
+def _build_file(sources: list[Source], out: Path, progress, warn, overwrite: bool = True, memory_limit=None,
+                linked: bool = False) -> Path:
     if out.exists() and not overwrite:
         raise TracekitError(f"{out}: already exists (use --force to replace it)")
     if not out.parent.exists():
@@ -155,7 +227,7 @@ def _build_file(sources: list[Source], out: Path, progress, warn, overwrite: boo
         limit = memory_limit or auto_memory_limit(sources)
         con = duckdb.connect(str(tmp), config={"checkpoint_threshold": "1TB", "memory_limit": limit})
         try:
-            build(con, sources, progress=progress, warn=warn)
+            build(con, sources, progress=progress, warn=warn, linked=linked)
             con.execute("CHECKPOINT")
         finally:
             con.close()

@@ -31,6 +31,9 @@ from .kinds import CPU_NEST_KINDS, GPU_OP_KINDS, LAUNCH_KINDS
 # profiler's callbacks); containment allows this much overhang.
 BLEED_NS = 1000
 
+# The tables ``build`` creates.
+TABLES = ("cpu_slices", "runtime_calls", "gpu_ops", "python_functions", "collectives")
+
 _CONTAINER_KINDS = tuple(k for k in CPU_NEST_KINDS if k not in LAUNCH_KINDS)
 # Among enclosing slices the innermost opened last (ties: the shorter, then
 # the later in the file): the largest position in axis order.
@@ -42,22 +45,24 @@ def _in(values) -> str:
     return "(" + ", ".join(f"'{v}'" for v in values) + ")"
 
 
-def build(con: duckdb.DuckDBPyConnection, keep_work: bool = False) -> None:
+def build(con: duckdb.DuckDBPyConnection, keep_work: bool = False, temp: bool = False) -> None:
     """Create the linked tables from the base tables.
 
     ``keep_work`` leaves the working tables ``_cpu`` (every CPU slice with
     its position on the axis) and ``_anc`` (container ancestors) for the
-    attribution step; ``drop_work`` removes them.
+    attribution step; ``drop_work`` removes them. ``temp`` creates the
+    tables as TEMP tables (a database opened read-only).
     """
+    kind = "TEMP TABLE" if temp else "TABLE"
     con.execute("SET prefer_range_joins = true")
     keyed = _axis(con)
     _nest_containers(con, keyed)
     _nest_leaves(con)
-    _cpu_slices(con)
-    _runtime_calls(con)
-    _gpu_ops(con)
-    _python_functions(con)
-    _collectives(con)
+    _cpu_slices(con, kind)
+    _runtime_calls(con, kind)
+    _gpu_ops(con, kind)
+    _python_functions(con, kind)
+    _collectives(con, kind)
     for t in ("_cstack", "_lstack"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     if not keep_work:
@@ -188,7 +193,7 @@ def _nest_leaves(con) -> None:
     con.execute("DROP TABLE _lparent")
 
 
-def _cpu_slices(con) -> None:
+def _cpu_slices(con, kind: str = "TABLE") -> None:
     con.execute(
         """CREATE TEMP TABLE _stack AS
            SELECT id, depth, parent_id, root_id, op_id, top_op_id, annotation_id, annotation_ids, annotations
@@ -207,7 +212,7 @@ def _cpu_slices(con) -> None:
     parse, typed = fields.typed(fields.OP, "args")
     con.execute(
         f"""
-        CREATE TABLE cpu_slices AS
+        CREATE {kind} cpu_slices AS
         SELECT s.id, s.trace_id, s.kind, s.name, s.pid, s.tid, s.ts_ns, s.dur_ns, s.end_ns,
                coalesce(st.depth, 0)::INTEGER AS depth, st.parent_id, coalesce(st.root_id, s.id) AS root_id,
                coalesce(ch.children, 0)::INTEGER AS children,
@@ -225,7 +230,7 @@ def _cpu_slices(con) -> None:
     con.execute("DROP TABLE _child")
 
 
-def _runtime_calls(con) -> None:
+def _runtime_calls(con, kind: str = "TABLE") -> None:
     con.execute(
         """
         CREATE TEMP TABLE _sflow AS
@@ -235,7 +240,7 @@ def _runtime_calls(con) -> None:
     )
     con.execute(
         f"""
-        CREATE TABLE runtime_calls AS
+        CREATE {kind} runtime_calls AS
         SELECT s.id, s.trace_id, s.kind, s.name AS api, s.pid, s.tid, s.ts_ns, s.dur_ns, s.end_ns,
                s.correlation, s.external_id, TRY_CAST(json_extract(s.args, '$.cbid') AS INTEGER) AS cbid,
                c.op_id AS cpu_op_id, op.name AS cpu_op_name, c.top_op_id, top.name AS top_op_name,
@@ -254,7 +259,7 @@ def _runtime_calls(con) -> None:
     con.execute("DROP TABLE _sflow")
 
 
-def _gpu_ops(con) -> None:
+def _gpu_ops(con, kind: str = "TABLE") -> None:
     # Correlation ids repeat across processes of one trace; then the launch
     # that began last before the GPU op started is the one that queued it.
     con.execute(
@@ -274,7 +279,7 @@ def _gpu_ops(con) -> None:
     parse, typed = fields.typed(fields.GPU, "args")
     con.execute(
         f"""
-        CREATE TABLE gpu_ops AS
+        CREATE {kind} gpu_ops AS
         SELECT g.id, g.trace_id, g.kind, g.name,
                coalesce(g.device, TRY_CAST(g.pid AS INTEGER)) AS device,
                coalesce(g.stream, TRY_CAST(g.tid AS BIGINT)) AS stream,
@@ -296,11 +301,11 @@ def _gpu_ops(con) -> None:
     con.execute("DROP TABLE _link")
 
 
-def _python_functions(con) -> None:
+def _python_functions(con, kind: str = "TABLE") -> None:
     parse, typed = fields.typed(fields.PYTHON, "args")
     con.execute(
         f"""
-        CREATE TABLE python_functions AS
+        CREATE {kind} python_functions AS
         WITH f AS (
             SELECT id, trace_id, name, pid, tid, ts_ns, dur_ns, end_ns, {typed}
             FROM (SELECT *, {parse} FROM slices WHERE kind = 'python_function')
@@ -312,11 +317,11 @@ def _python_functions(con) -> None:
     )
 
 
-def _collectives(con) -> None:
+def _collectives(con, kind: str = "TABLE") -> None:
     parse, typed = fields.typed(fields.COLLECTIVE, "args")
     con.execute(
         f"""
-        CREATE TABLE collectives AS
+        CREATE {kind} collectives AS
         SELECT id, trace_id, kind, name, pid, tid, ts_ns, dur_ns, end_ns, {typed}
         FROM (SELECT *, {parse} FROM slices
               WHERE kind IN ('cpu_op', 'kernel') AND contains(CAST(args AS VARCHAR), '"Collective name"'))

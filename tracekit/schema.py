@@ -181,9 +181,9 @@ props JSON  The full deviceProperties entry.
     ),
     Table(
         "tracekit_info", "table", "base",
-        "How this database was made: schema_version, tracekit_version, created_at, inputs.",
+        "How this database was made: schema_version, tracekit_version, created_at, inputs, linked.",
         _cols("""
-key VARCHAR  schema_version, tracekit_version, created_at (UTC) or inputs (JSON list of paths).
+key VARCHAR  schema_version, tracekit_version, created_at (UTC), inputs (JSON list of paths) or linked ("true" once the linked tables are built).
 value VARCHAR  The value.
 """),
     ),
@@ -431,7 +431,26 @@ rule_order INTEGER  That row's rule_order.
 """),
     ),
     Table(
-        "processes", "view", "linked",
+        "gpu_op_events", "view", "base",
+        "GPU ops (kernels, memcpys, memsets) straight from events, with whether a runtime call of the same "
+        "correlation is in the trace: the rows of gpu_ops and its orphan flag (negated), there from the load "
+        "on, before the linked model is built. gpu_timeline and top_kernels read it.",
+        _cols("""
+id BIGINT  events.id (= gpu_ops.id).
+trace_id INTEGER  traces.trace_id.
+kind VARCHAR  kernel, memcpy or memset.
+name VARCHAR  Name as written.
+pid VARCHAR  pid as written (the device).
+tid VARCHAR  tid as written (the stream).
+ts_ns BIGINT  Start on the GPU, ns.
+dur_ns BIGINT  Duration on the GPU, ns.
+end_ns BIGINT  End, ns.
+correlation BIGINT  args.correlation.
+linked BOOLEAN  A runtime/driver call of the trace has this correlation (= NOT gpu_ops.orphan).
+"""),
+    ),
+    Table(
+        "processes", "view", "base",
         "Process names, labels and sort order from metadata events.",
         _cols("""
 trace_id INTEGER  traces.trace_id.
@@ -442,7 +461,7 @@ sort_index BIGINT  process_sort_index.
 """),
     ),
     Table(
-        "threads", "view", "linked",
+        "threads", "view", "base",
         "Thread (and GPU stream) names and sort order from metadata events.",
         _cols("""
 trace_id INTEGER  traces.trace_id.
@@ -469,6 +488,12 @@ def markdown() -> str:
         "**linked model** built from them (GPU op -> launch -> CPU op stack). Times are integer",
         "nanoseconds (`_ns`), exact: `ts`/`dur` in the file are microseconds with up to three",
         "decimals. Ids (`id`, `*_id`) join across tables; `trace_id` scopes everything per input file.",
+        "",
+        "`tracekit load` writes the base tables and views; the linked model, the attention attribution",
+        "and the rule tables are built by the first query that reads one of them (and written into",
+        "the database file, so once), or at load time with `tracekit load --link`. Through the",
+        "Python API, `Trace.con` and `Trace.link()` build them; `tracekit_info` (key `linked`) says whether",
+        "they are there.",
         "",
     ]
     for group, title in (

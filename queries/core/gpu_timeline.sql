@@ -17,9 +17,13 @@
 -- @column span_ns BIGINT           First counted GPU op start to last end, nanoseconds.
 -- @column idle_ns BIGINT           span_ns - busy_ns, nanoseconds.
 -- @column busy_pct DOUBLE          100 * busy_ns / span_ns.
-WITH counted AS (
+WITH g AS MATERIALIZED (
+    -- gpu_op_events: the rows of gpu_ops, linked or not, without the link step.
+    SELECT trace_id, ts_ns, end_ns, NOT linked AS orphan FROM gpu_op_events
+),
+counted AS (
     SELECT trace_id AS grp, ts_ns, end_ns
-    FROM gpu_ops
+    FROM g
     WHERE $include_orphans OR NOT orphan
 ),
 busy AS (
@@ -29,7 +33,7 @@ counts AS (
     SELECT trace_id, count(*) AS gpu_ops, count(*) FILTER (WHERE NOT orphan) AS linked_gpu_ops,
            count(*) FILTER (WHERE orphan) AS orphan_gpu_ops,
            count(*) FILTER (WHERE $include_orphans OR NOT orphan) AS counted_gpu_ops
-    FROM gpu_ops GROUP BY trace_id
+    FROM g GROUP BY trace_id
 )
 SELECT t.trace,
        coalesce(c.gpu_ops, 0) AS gpu_ops,

@@ -19,8 +19,8 @@
 WITH per_name AS (
     SELECT trace_id, kind, name, count(*) AS count, sum(dur_ns)::BIGINT AS total_ns,
            avg(dur_ns) AS avg_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
-    FROM gpu_ops
-    WHERE $include_orphans OR NOT orphan
+    FROM gpu_op_events
+    WHERE $include_orphans OR linked
     GROUP BY trace_id, kind, name
 ),
 ranked AS (

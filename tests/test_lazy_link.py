@@ -1,0 +1,123 @@
+"""Linking on first use: `tracekit load` writes the events; the linked model is
+built by the first query that reads it, once, into the database file.
+
+The trace is synthetic (tests/synthetic.py, the post's "math" variant): its
+GPU ops, launches and op stacks are known by construction.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+import tracekit
+from tracekit import api, database, queries
+from tracekit.cli import main
+from synthetic import post_variants
+
+
+@pytest.fixture
+def trace_file(tmp_path):
+    variant = post_variants()["math"]
+    path = tmp_path / "math.json.gz"
+    variant.write(path)
+    return path, variant.truth
+
+
+def _state(db) -> tuple[str, bool]:
+    """(tracekit_info.linked, whether cpu_slices is stored in the file), read independently."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        linked = con.execute("SELECT value FROM tracekit_info WHERE key = 'linked'").fetchall()[0][0]
+        stored = bool(con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'cpu_slices'").fetchall())
+    finally:
+        con.close()
+    return linked, stored
+
+
+def test_load_defers_linking_until_a_query_reads_a_linked_table(trace_file, tmp_path, capsys):
+    path, truth = trace_file
+    db = tmp_path / "t.duckdb"
+    assert main(["load", str(path), "-o", str(db)]) == 0
+    assert "linked on first use" in capsys.readouterr().err
+    assert _state(db) == ("false", False)
+
+    # The base queries answer from events alone: still not linked afterwards.
+    for name in ("gpu_timeline", "top_kernels", "event_counts"):
+        assert main(["query", name, str(db), "-f", "json"]) == 0
+    capsys.readouterr()
+    assert _state(db) == ("false", False)
+
+    # The first query on a linked table links, and writes the result into the file.
+    assert main(["sql", str(db), "SELECT count(*) AS n FROM gpu_ops WHERE NOT orphan", "-f", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == str(len(truth["gpu_ops"]) - truth["orphans"])
+    assert _state(db) == ("true", True)
+
+
+def test_load_link_flag_links_at_once(trace_file, tmp_path):
+    path, _ = trace_file
+    db = tmp_path / "t.duckdb"
+    assert main(["load", str(path), "-o", str(db), "--link", "-q"]) == 0
+    assert _state(db) == ("true", True)
+
+
+def test_unwritable_database_links_for_the_session_only(trace_file, tmp_path):
+    """A file another connection holds read-only cannot be written: link as TEMP tables."""
+    path, truth = trace_file
+    db = tmp_path / "t.duckdb"
+    tracekit.load(path, output=db).close()
+    holder = tracekit.open(db)  # keeps the file open read-only in this process
+    try:
+        trace = tracekit.open(db)
+        n = trace.sql("SELECT count(*) AS n FROM gpu_ops")["n"][0]
+        assert n == len(truth["gpu_ops"])
+        assert trace.linked
+        # Nothing was written: the holder (and the file) are still unlinked.
+        assert holder.rows("SELECT value FROM tracekit_info WHERE key = 'linked'") == [("false",)]
+        stages = trace.query("stage_breakdown")
+        assert stages.height > 0
+        trace.close()
+    finally:
+        holder.close()
+    assert _state(db) == ("false", False)
+
+
+def test_in_memory_trace_links_on_first_use(trace_file):
+    path, truth = trace_file
+    trace = tracekit.load(path)
+    assert not trace.linked
+    assert trace.query("gpu_timeline", include_orphans=True)["busy_ns"][0] == truth["busy_ns"]
+    assert not trace.linked
+    assert trace.con.execute("SELECT count(*) FROM cpu_stages").fetchall()[0][0] > 0  # con links
+    assert trace.linked
+    trace.close()
+
+
+def test_only_the_base_queries_skip_linking():
+    """Which shipped queries need the link step, by DuckDB's own parse of their SQL."""
+    con = duckdb.connect()
+    base = {q.id for q in queries.library().values() if not api.needs_link(con, q.sql)}
+    assert base == {"core.event_counts", "core.gpu_timeline", "core.top_kernels"}
+
+
+@pytest.mark.parametrize(
+    "sql, expected",
+    [
+        ("SELECT count(*) AS gpu_ops FROM events", False),  # a column alias, not the table
+        ("SELECT * FROM main.GPU_OPS", True),
+        ("SELECT * FROM query_table('cpu_stages')", True),
+        ("WITH x AS (SELECT * FROM attention_calls) SELECT 1", True),
+        ("CREATE TABLE mine AS SELECT * FROM runtime_calls", True),  # not a SELECT: by text
+        ("SELECT * FROM gpu_op_events", False),
+    ],
+)
+def test_needs_link(sql, expected):
+    assert api.needs_link(duckdb.connect(), sql) is expected
+
+
+def test_linked_names_are_the_documented_linked_tables():
+    from tracekit.schema import TABLES
+
+    documented = {t.name for t in TABLES.values() if t.group in ("linked", "attention", "rules")}
+    assert documented == set(api.LINKED_NAMES)
+    assert set(database.VIEWS) | set(database.LINKED_VIEWS) >= {"gpu_op_events", "cpu_ops"}
