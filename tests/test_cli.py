@@ -175,3 +175,22 @@ def test_progress_shows_on_a_terminal_and_stays_quiet_when_piped(monkeypatch):
     assert small.enabled
     small(1, 2, "tiny.json")  # under 32 MB: loads fast, no progress line
     assert sys.stderr.getvalue() == ""
+
+
+def test_first_use_linking_shows_a_status_line_on_a_terminal(tiny, tmp_path, monkeypatch):
+    import io
+
+    from tracekit import cli as cli_module
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    db = tmp_path / "t.duckdb"
+    assert main(["load", str(tiny), "-o", str(db), "-q"]) == 0
+    for sql, shown in (("SELECT count(*) FROM events", False), ("SELECT count(*) FROM gpu_ops", True)):
+        monkeypatch.setattr(sys, "stderr", Tty())
+        trace = cli_module.open_source(str(db))
+        trace.rows(sql)
+        trace.close()
+        assert ("linking t.duckdb:" in sys.stderr.getvalue()) is shown

@@ -88,6 +88,8 @@ class Trace:
         self.path = path
         self._read_only = read_only
         self._linked = None
+        # Called with True before and False after a link step, e.g. to show a status line.
+        self.on_link = None
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -106,6 +108,16 @@ class Trace:
         """Build the linked tables now (a no-op when they exist)."""
         if self.linked:
             return self
+        if self.on_link:
+            self.on_link(True)
+        try:
+            self._link()
+        finally:
+            if self.on_link:
+                self.on_link(False)
+        return self
+
+    def _link(self) -> None:
         if self.path is not None and self._read_only:
             self._con.close()
             try:
@@ -120,7 +132,6 @@ class Trace:
         else:
             database.link_tables(self._con)
         self._linked = True
-        return self
 
     def _for(self, sql: str) -> duckdb.DuckDBPyConnection:
         """The connection to run ``sql`` on, linked first when it names a linked table."""

@@ -83,13 +83,29 @@ def _warn(message: str) -> None:
     click.echo(f"Warning: {message}", err=True)
 
 
+class _LinkNotice(_StatusLine):
+    """A status line while the linked tables are built on first use."""
+
+    def __init__(self, enabled: bool, source: str):
+        super().__init__(enabled)
+        self.source = source
+
+    def __call__(self, starting: bool) -> None:
+        if starting:
+            self.show(f"linking {Path(self.source).name}: CPU op stacks, launches, attention stages (once) ...")
+        else:
+            self.close()
+
+
 def open_source(source: str, cache: bool = True, quiet: bool = False) -> api.Trace:
     """A Trace for SOURCE: a .duckdb from ``tracekit load`` or raw trace file(s)."""
     progress = _Progress(not quiet)
     try:
-        return api.load([source], cache=cache, progress=progress, warn=_warn)
+        trace = api.load([source], cache=cache, progress=progress, warn=_warn)
     finally:
         progress.close()
+    trace.on_link = _LinkNotice(not quiet, source)
+    return trace
 
 
 def _params(pairs) -> dict[str, str]:
