@@ -103,3 +103,28 @@ def test_nanosecond_fractions_and_epoch_timestamps_are_exact(tmp_path):
     path.write_text(text)
     with tracekit.load(path) as trace:
         assert trace.sql("SELECT ts_ns, dur_ns FROM slices").row(0) == (1623142623460016123, 1)
+
+
+
+def test_every_category_spelling_maps_to_its_kind(tmp_path):
+    """Ground truth is CATEGORY_KINDS itself, written in upper and lower case, plus the phase rules."""
+    from tracekit.kinds import CATEGORY_KINDS
+
+    evs = [
+        {"ph": "X", "cat": cat.upper() if i % 2 else cat, "name": f"e{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+        for i, cat in enumerate(CATEGORY_KINDS)
+    ]
+    expected = list(CATEGORY_KINDS.values())
+    evs += [
+        {"ph": "X", "cat": "brand_new_category", "name": "new", "pid": 1, "tid": 1, "ts": 100, "dur": 1},
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p"}},
+        {"ph": "i", "name": "mark", "pid": 1, "tid": 1, "ts": 101, "s": "t"},
+        {"ph": "C", "name": "mem", "pid": 1, "ts": 102, "args": {"bytes": 5}},
+        {"ph": "X", "name": "no_cat", "pid": 1, "tid": 1, "ts": 103, "dur": 1},
+    ]
+    expected += ["unknown", "metadata", "marker", "counter", "unknown"]
+    path = tmp_path / "cats.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    with tracekit.load(path) as trace:
+        got = trace.sql("SELECT kind FROM events ORDER BY ordinal")["kind"].to_list()
+    assert got == expected
