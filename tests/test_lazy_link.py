@@ -121,3 +121,23 @@ def test_linked_names_are_the_documented_linked_tables():
     documented = {t.name for t in TABLES.values() if t.group in ("linked", "attention", "rules")}
     assert documented == set(api.LINKED_NAMES)
     assert set(database.VIEWS) | set(database.LINKED_VIEWS) >= {"gpu_op_events", "cpu_ops"}
+
+
+def test_a_database_being_written_elsewhere_gets_a_clear_error(trace_file, tmp_path):
+    """Another process holds the file for writing (as a first-use link does): one line that says so."""
+    import subprocess
+    import sys
+
+    path, _ = trace_file
+    db = tmp_path / "t.duckdb"
+    tracekit.load(path, output=db).close()
+    writer = duckdb.connect(str(db))  # this process holds the write lock
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "tracekit", "query", "gpu_timeline", str(db)], capture_output=True, text=True
+        )
+    finally:
+        writer.close()
+    assert out.returncode == 1
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert f"{db}: in use by another process that writes it" in out.stderr

@@ -235,7 +235,12 @@ def open(path, read_only: bool = True) -> Trace:  # noqa: A001 - mirrors traceki
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
-        raise TraceFormatError(path, f"not a DuckDB database ({str(exc).strip().splitlines()[0]})") from None
+        first = str(exc).strip().splitlines()[0]
+        if "lock" in first.lower():
+            raise TraceFormatError(
+                path, f"in use by another process that writes it (a load, or linking on first use); retry when it is done ({first})"
+            ) from None
+        raise TraceFormatError(path, f"not a DuckDB database ({first})") from None
     database.check_version(con, path)
     return Trace(con, path, read_only=read_only)
 
