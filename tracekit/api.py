@@ -27,10 +27,7 @@ def _polars():
 
 
 # Tables and views the link step creates (see database.link_tables).
-LINKED_NAMES = (
-    *link.TABLES, *attribution.TABLES, *database.LINKED_VIEWS,
-    "rule_label_stages", "rule_op_stages", "rule_kernel_stages", "rule_kernel_precision",
-)
+LINKED_NAMES = (*link.TABLES, *attribution.TABLES, *database.LINKED_VIEWS, *(f"rule_{n}" for n in rules.names()))
 _LINKED = {n.lower() for n in LINKED_NAMES}
 _LINKED_RE = re.compile(r"\b(" + "|".join(LINKED_NAMES) + r")\b", re.IGNORECASE)
 
@@ -267,7 +264,8 @@ def load(
         paths = [paths]
     paths = list(paths)
     if len(paths) == 1 and is_database(paths[0]) and output is None:
-        return open(paths[0])
+        trace = open(paths[0])
+        return trace.link() if link else trace
     if output is not None:
         return open(
             database.build_file(paths, Path(output), progress=progress, warn=warn, memory_limit=memory_limit, linked=link)

@@ -151,11 +151,7 @@ def link_tables(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
 
 def link_memory_limit(con: duckdb.DuckDBPyConnection) -> str:
     """The memory cap for linking a database: as for its build, 2.5x the events' JSON size."""
-    env = os.environ.get("TRACEKIT_MEMORY_LIMIT")
-    if env:
-        return env
-    total = con.execute("SELECT coalesce(sum(events_bytes), 0) FROM traces").fetchall()[0][0]
-    return f"{max(512 << 20, int(2.5 * total)) >> 20}MB"
+    return _memory_cap(con.execute("SELECT coalesce(sum(events_bytes), 0) FROM traces").fetchall()[0][0])
 
 
 def link_file(path: Path) -> None:
@@ -207,11 +203,15 @@ def auto_memory_limit(sources: list[Source]) -> str:
     needs far less; a cap proportional to the input keeps a laptop usable
     (what does not fit is written to disk as the build goes).
     """
+    return _memory_cap(sum(uncompressed_bytes(s.path) for s in sources))
+
+
+def _memory_cap(input_bytes: int) -> str:
+    """$TRACEKIT_MEMORY_LIMIT, else 2.5x ``input_bytes`` and at least 512 MB."""
     env = os.environ.get("TRACEKIT_MEMORY_LIMIT")
     if env:
         return env
-    total = sum(uncompressed_bytes(s.path) for s in sources)
-    return f"{max(512 << 20, int(2.5 * total)) >> 20}MB"
+    return f"{max(512 << 20, int(2.5 * input_bytes)) >> 20}MB"
 
 
 def _build_file(sources: list[Source], out: Path, progress, warn, overwrite: bool = True, memory_limit=None,

@@ -60,15 +60,20 @@ def _read(path: Path, columns: list[str] | None) -> list[dict]:
     return [row for _, row in rows]
 
 
+def names() -> list[str]:
+    """The rule tables' names without ``rule_``: one per shipped CSV."""
+    return sorted(p.stem for p in SHIPPED.glob("*.csv"))
+
+
 def load(con: duckdb.DuckDBPyConnection, extra_dirs=(), temp: bool = False) -> list[str]:
     """Create the ``rule_*`` tables (as TEMP tables to shadow a read-only database's)."""
-    names = sorted(p.stem for p in SHIPPED.glob("*.csv"))
+    names_ = names()
     dirs = search_path(extra_dirs)
     for d in dirs[:-1]:
         for path in d.glob("*.csv"):
-            if path.stem not in names:
-                raise TracekitError(f"{path}: no rule table named {path.stem!r} (known: {', '.join(names)})")
-    for name in names:
+            if path.stem not in names_:
+                raise TracekitError(f"{path}: no rule table named {path.stem!r} (known: {', '.join(names_)})")
+    for name in names_:
         shipped_rows = _read(SHIPPED / f"{name}.csv", None)
         columns = list(shipped_rows[0]) if shipped_rows else []
         rows: list[tuple] = []
@@ -83,4 +88,4 @@ def load(con: duckdb.DuckDBPyConnection, extra_dirs=(), temp: bool = False) -> l
             f"INSERT INTO rule_{name} VALUES ({', '.join('?' * (len(columns) + 2))})",
             [(*r, i) for i, r in enumerate(rows, start=1)],
         )
-    return names
+    return names_
