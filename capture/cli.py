@@ -140,32 +140,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _recording(args: argparse.Namespace, cluster) -> dict:
+    """The library's keyword arguments for the options of ``_recording_options``."""
+    return dict(
+        out=args.out,
+        device=args.device,
+        tag=args.tag,
+        flat=args.flat,
+        ranks=parse_ranks(args.ranks),
+        cluster=cluster,
+        warmup=args.warmup,
+        steps=args.steps,
+        record_shapes=args.record_shapes,
+        with_stack=args.with_stack,
+        profile_memory=args.profile_memory,
+    )
+
+
 def _attention(args: argparse.Namespace) -> int:
     impls, explicit = parse_impls(args.impl)
-    ranks = parse_ranks(args.ranks)
     cluster = detect_cluster()
+    recording = _recording(args, cluster)
     ran = failed = 0
     for impl in impls:
         if impl == "flex" and not args.compile:
             print("flex: note: without --compile flex_attention runs unfused", file=sys.stderr)
         outcome = run_attention(
             impl,
-            out=args.out,
             shape=AttentionShape(args.batch, args.heads, args.seq, args.head_dim),
             dtype=args.dtype,
             causal=args.causal,
-            device=args.device,
             compiled=args.compile,
-            tag=args.tag,
-            flat=args.flat,
-            ranks=ranks,
-            cluster=cluster,
-            warmup=args.warmup,
-            steps=args.steps,
-            record_shapes=args.record_shapes,
-            with_stack=args.with_stack,
-            profile_memory=args.profile_memory,
             seed=args.seed,
+            **recording,
         )
         note = f"rank {cluster.file_rank} not in --ranks {args.ranks}: ran without recording"
         if outcome.unavailable is not None:
@@ -183,22 +190,12 @@ def _model(args: argparse.Namespace) -> int:
     cluster = detect_cluster()
     result = run_hf_model(
         args.hf,
-        out=args.out,
         batch=args.batch,
         seq=args.seq,
         dtype=args.dtype,
-        device=args.device,
         attn_implementation=args.attn_impl,
-        tag=args.tag,
-        flat=args.flat,
         patterns=tuple(args.pattern or DEFAULT_PATTERNS),
-        ranks=parse_ranks(args.ranks),
-        cluster=cluster,
-        warmup=args.warmup,
-        steps=args.steps,
-        record_shapes=args.record_shapes,
-        with_stack=args.with_stack,
-        profile_memory=args.profile_memory,
+        **_recording(args, cluster),
     )
     if result is None:
         print(f"rank {cluster.file_rank} not in --ranks {args.ranks}: ran without recording")
