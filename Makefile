@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 DEMO_DB := $(VENV)/demo.duckdb
 DEMO_TRACES := sample_traces/cpu_attention
 
-.PHONY: demo test browser bench docs check-docs clean
+.PHONY: demo test lint browser bench docs check-docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,12 @@ demo: $(VENV)/.installed
 	$(BIN)/tracekit stages $(DEMO_DB) --calls 5
 	$(BIN)/tracekit query region_summary $(DEMO_DB) -p "pattern=^attention:"
 
-test: $(VENV)/.installed-dev browser
+# Lint and format gate first: a style slip fails fast, before the long suite.
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: $(VENV)/.installed-dev browser lint
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed

@@ -87,14 +87,11 @@ def run_measured(cmd):
 
 def require_tracekit():
     """Exit with a clear message unless ``python -m tracekit`` runs here."""
-    probe = subprocess.run(
-        [sys.executable, "-m", "tracekit", "--help"], cwd=REPO, capture_output=True, text=True
-    )
+    probe = subprocess.run([sys.executable, "-m", "tracekit", "--help"], cwd=REPO, capture_output=True, text=True)
     if probe.returncode != 0:
         sys.exit(
             f"tracekit is not runnable with {sys.executable} (`python -m tracekit --help` "
-            f"exited {probe.returncode}); install it first: pip install -e .\n"
-            + probe.stderr[-2000:]
+            f"exited {probe.returncode}); install it first: pip install -e .\n" + probe.stderr[-2000:]
         )
 
 
@@ -180,13 +177,8 @@ def benchmark(trace, runs, hta_py):
                 [sys.executable, "-m", "tracekit", "query", "stage_breakdown", first_db],
                 1,
             )
-        query = runs_of(
-            "tracekit query", [sys.executable, "-m", "tracekit", "query", "gpu_timeline", db], runs
-        )
-        inproc = [
-            json.loads(r[2])
-            for r in runs_of("in-process query", [sys.executable, "-c", QUERY_DRIVER, db], runs)
-        ]
+        query = runs_of("tracekit query", [sys.executable, "-m", "tracekit", "query", "gpu_timeline", db], runs)
+        inproc = [json.loads(r[2]) for r in runs_of("in-process query", [sys.executable, "-c", QUERY_DRIVER, db], runs)]
 
         hta_dir = Path(tmp) / "hta"
         hta_dir.mkdir()
@@ -204,9 +196,7 @@ def benchmark(trace, runs, hta_py):
         "load_link": summary(full, size_mb),
         "first_linked_query": summary(first, size_mb),
         "query_subprocess_s": statistics.median(r[0] for r in query),
-        "query_inprocess_s": (
-            statistics.median(r["seconds"] for r in inproc) if "seconds" in inproc[0] else None
-        ),
+        "query_inprocess_s": (statistics.median(r["seconds"] for r in inproc) if "seconds" in inproc[0] else None),
         "query_inprocess_note": inproc[0].get("skipped"),
     }
     result["speedup"] = result["hta"]["wall_s"] / result["tracekit"]["wall_s"]
@@ -268,10 +258,7 @@ def report(r):
             f"{r['first_linked_query']['wall_s']:.2f} s, {r['first_linked_query']['rss_mb']:.0f} MB",
             f"gpu_timeline query: subprocess {r['query_subprocess_s']:.3f} s, in-process {inproc}",
             "",
-            *(
-                f"{name:40}{value:>9}  bar {bar:7} {'PASS' if passed else 'FAIL'}"
-                for name, value, bar, passed in bars
-            ),
+            *(f"{name:40}{value:>9}  bar {bar:7} {'PASS' if passed else 'FAIL'}" for name, value, bar, passed in bars),
         ]
     )
 
@@ -282,8 +269,7 @@ def main(argv=None):
     parser.add_argument(
         "--trace",
         type=Path,
-        help=f"trace to load (default: {DEFAULT_TRACE.relative_to(REPO)}, "
-        "built by make_big_trace.py when missing)",
+        help=f"trace to load (default: {DEFAULT_TRACE.relative_to(REPO)}, built by make_big_trace.py when missing)",
     )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(

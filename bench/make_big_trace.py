@@ -205,8 +205,7 @@ def tile(src, out, min_events=MIN_EVENTS, min_bytes=MIN_BYTES, gap_us=1000, use_
             k = stats["replicas"]
             for template, variables in compiled:
                 values = [
-                    us_text(base + k * stride) if is_ts else base + k * stride
-                    for base, stride, is_ts in variables
+                    us_text(base + k * stride) if is_ts else base + k * stride for base, stride, is_ts in variables
                 ]
                 emit(sep + template.format(*values))
                 sep = ",\n  "
@@ -231,9 +230,7 @@ def tile(src, out, min_events=MIN_EVENTS, min_bytes=MIN_BYTES, gap_us=1000, use_
 def main(argv=None):
     """Command line: tile SRC into OUT (and OUT.stats)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "src", nargs="?", default=str(DEFAULT_SRC), help="source trace (.json or .json.gz)"
-    )
+    parser.add_argument("src", nargs="?", default=str(DEFAULT_SRC), help="source trace (.json or .json.gz)")
     parser.add_argument("out", help="output trace (.json; .json.gz with --gzip)")
     parser.add_argument("--min-events", type=int, default=MIN_EVENTS)
     parser.add_argument("--min-bytes", type=int, default=MIN_BYTES, help="uncompressed")

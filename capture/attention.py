@@ -98,9 +98,7 @@ def parse_impls(text: str) -> tuple[list[str], bool]:
         return list(IMPLS), False
     unknown = [n for n in names if n not in IMPLS]
     if unknown or not names:
-        raise CaptureError(
-            f"unknown --impl {', '.join(unknown) or repr(text)}: use one of {', '.join(IMPLS)} or all"
-        )
+        raise CaptureError(f"unknown --impl {', '.join(unknown) or repr(text)}: use one of {', '.join(IMPLS)} or all")
     return names, True
 
 
@@ -125,9 +123,9 @@ def _no_label(_name: str) -> Iterator[None]:
     yield
 
 
-def _body(impl: str, causal: bool, shape: AttentionShape, device: str, staged: bool) -> tuple[
-    Callable[..., Any], Callable[[], AbstractContextManager[Any]]
-]:
+def _body(
+    impl: str, causal: bool, shape: AttentionShape, device: str, staged: bool
+) -> tuple[Callable[..., Any], Callable[[], AbstractContextManager[Any]]]:
     """Return the attention computation of `impl` and the context it must run in."""
     torch = require("torch")
     F = torch.nn.functional
@@ -138,11 +136,7 @@ def _body(impl: str, causal: bool, shape: AttentionShape, device: str, staged: b
     if impl in ("naive", "inplace"):
         scale = 1.0 / math.sqrt(shape.head_dim)
         # Built once, outside the timed call, as in the reference script.
-        mask = (
-            torch.ones(shape.seq, shape.seq, dtype=torch.bool, device=device).triu(1)
-            if causal
-            else None
-        )
+        mask = torch.ones(shape.seq, shape.seq, dtype=torch.bool, device=device).triu(1) if causal else None
 
         def naive(q: Any, k: Any, v: Any) -> Any:
             with label("qk_matmul"):
@@ -173,9 +167,7 @@ def _body(impl: str, causal: bool, shape: AttentionShape, device: str, staged: b
         attention = require("torch.nn.attention")
         backend = getattr(attention.SDPBackend, SDPA_BACKENDS[impl], None)
         if backend is None:
-            raise UnavailableError(
-                impl, f"torch {torch.__version__} has no SDPBackend.{SDPA_BACKENDS[impl]}"
-            )
+            raise UnavailableError(impl, f"torch {torch.__version__} has no SDPBackend.{SDPA_BACKENDS[impl]}")
         return sdpa, lambda: attention.sdpa_kernel(backend)
 
     if impl == "flex":
@@ -277,9 +269,7 @@ def run_attention(
     dtype_name = resolve_dtype(dtype, device)
     cluster = cluster or detect_cluster()
     tag = tag or default_tag(shape, compiled)
-    schedule = Schedule(
-        wait=DEFAULT_SCHEDULE.wait, warmup=DEFAULT_SCHEDULE.warmup, active=steps, repeat=1
-    )
+    schedule = Schedule(wait=DEFAULT_SCHEDULE.wait, warmup=DEFAULT_SCHEDULE.warmup, active=steps, repeat=1)
     try:
         body, context = _body(impl, causal, shape, device, staged=not compiled)
         if compiled:
@@ -287,8 +277,13 @@ def run_attention(
         generator = torch.Generator(device=device).manual_seed(seed)
         q, k, v = (
             torch.randn(
-                shape.batch, shape.heads, shape.seq, shape.head_dim,
-                device=device, dtype=getattr(torch, dtype_name), generator=generator,
+                shape.batch,
+                shape.heads,
+                shape.seq,
+                shape.head_dim,
+                device=device,
+                dtype=getattr(torch, dtype_name),
+                generator=generator,
             )
             for _ in range(3)
         )

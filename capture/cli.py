@@ -37,14 +37,10 @@ def _recording_options() -> argparse.ArgumentParser:
         help="write {out}/{name}.json.gz with stable names instead of "
         "{out}/{tag}/rank{R:05d}.{host}.{name}.{time}.json.gz",
     )
-    out.add_argument(
-        "--ranks", help="record only on these ranks, e.g. 0,3 or 0-7 (others run unrecorded)"
-    )
+    out.add_argument("--ranks", help="record only on these ranks, e.g. 0,3 or 0-7 (others run unrecorded)")
     prof = p.add_argument_group("profiler")
     prof.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    prof.add_argument(
-        "--warmup", type=_count, default=3, help="un-profiled warm-up calls first (default 3)"
-    )
+    prof.add_argument("--warmup", type=_count, default=3, help="un-profiled warm-up calls first (default 3)")
     prof.add_argument(
         "--steps",
         type=_positive,

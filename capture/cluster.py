@@ -205,9 +205,7 @@ def gzip_into(source: str | os.PathLike[str], target: str | os.PathLike[str]) ->
     def write(fh: IO[bytes]) -> None:
         # No file name and a zero mtime in the gzip header: the temp name means
         # nothing, and identical traces then compress to identical files.
-        with open(source, "rb") as src, gzip.GzipFile(
-            filename="", mode="wb", fileobj=fh, mtime=0
-        ) as gz:
+        with open(source, "rb") as src, gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0) as gz:
             while chunk := src.read(1 << 20):
                 gz.write(chunk)
 

@@ -46,13 +46,9 @@ def require(module: str) -> ModuleType:
         if exc.name is not None and exc.name.split(".")[0] != top:
             # The package is there but one of its own imports failed: say so instead of
             # telling the user to install what they already have.
-            raise MissingDependencyError(
-                f"importing {module} failed: {one_line(str(exc))}"
-            ) from exc
+            raise MissingDependencyError(f"importing {module} failed: {one_line(str(exc))}") from exc
         hint = _INSTALL_HINTS.get(top, f"pip install {top}")
-        raise MissingDependencyError(
-            f"{top} is not installed; capture needs it: {hint}"
-        ) from exc
+        raise MissingDependencyError(f"{top} is not installed; capture needs it: {hint}") from exc
 
 
 def one_line(text: str, limit: int = 300) -> str:

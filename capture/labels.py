@@ -77,16 +77,12 @@ _CHILD_STAGES: tuple[tuple[str, str], ...] = (
 
 def _check_token(kind: str, value: str) -> None:
     if not isinstance(value, str) or not value or any(c.isspace() for c in value):
-        raise ValueError(
-            f"{kind} label must be a non-empty token without whitespace, got {value!r}"
-        )
+        raise ValueError(f"{kind} label must be a non-empty token without whitespace, got {value!r}")
 
 
 def _check_stage(name: str) -> None:
     if name not in STAGES:
-        raise ValueError(
-            f"unknown attention stage {name!r}; use one of: {', '.join(STAGES)}"
-        )
+        raise ValueError(f"unknown attention stage {name!r}; use one of: {', '.join(STAGES)}")
 
 
 def attention_label(impl: str) -> str:

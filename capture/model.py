@@ -85,11 +85,7 @@ def profile_model(
     model.eval()
     with label_modules(model, patterns) as handle, torch.no_grad():
         classes = sorted(
-            {
-                label[len(ATTENTION_PREFIX) :]
-                for _, label in handle.labels
-                if label.startswith(ATTENTION_PREFIX)
-            }
+            {label[len(ATTENTION_PREFIX) :] for _, label in handle.labels if label.startswith(ATTENTION_PREFIX)}
         )
         meta = capture_metadata(
             device=device_type,
@@ -109,9 +105,7 @@ def profile_model(
             device=device_type,
             metadata=meta,
             warmup=warmup,
-            schedule=Schedule(
-                wait=DEFAULT_SCHEDULE.wait, warmup=DEFAULT_SCHEDULE.warmup, active=steps, repeat=1
-            ),
+            schedule=Schedule(wait=DEFAULT_SCHEDULE.wait, warmup=DEFAULT_SCHEDULE.warmup, active=steps, repeat=1),
             record_shapes=record_shapes,
             with_stack=with_stack,
             profile_memory=profile_memory,
@@ -199,9 +193,7 @@ def run_hf_model(
     """
     device = resolve_device(device)
     dtype_name = resolve_dtype(dtype, device)
-    model = load_hf_model(
-        model_id, device=device, dtype=dtype_name, attn_implementation=attn_implementation
-    )
+    model = load_hf_model(model_id, device=device, dtype=dtype_name, attn_implementation=attn_implementation)
     name = Path(model_id.rstrip("/")).name or "model"
     # Causal LMs attend causally; for other architectures the config does not say.
     causal = True if _is_causal_lm(type(model).__name__) else None
@@ -220,4 +212,3 @@ def run_hf_model(
         },
         **options,
     )
-

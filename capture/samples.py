@@ -57,8 +57,7 @@ def record_samples(out: str | Path = SAMPLE_DIR) -> tuple[Path, list[Outcome]]:
             }
         )
     manifest = {
-        "description": "Attention forward on CPU, one trace per implementation "
-        "(regenerate: python -m capture samples)",
+        "description": "Attention forward on CPU, one trace per implementation (regenerate: python -m capture samples)",
         "label_scheme": LABEL_SCHEME,
         "capture_version": CAPTURE_VERSION,
         "torch_version": torch.__version__,
@@ -72,9 +71,7 @@ def record_samples(out: str | Path = SAMPLE_DIR) -> tuple[Path, list[Outcome]]:
         "with_stack": False,
         "profile_memory": False,
         "traces": traces,
-        "unavailable": [
-            {"impl": o.impl, "reason": o.unavailable} for o in outcomes if o.unavailable
-        ],
+        "unavailable": [{"impl": o.impl, "reason": o.unavailable} for o in outcomes if o.unavailable],
     }
     path = atomic_write(
         out / "manifest.json",

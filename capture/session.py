@@ -173,9 +173,7 @@ def region_stats(key_averages: Any, device: str) -> dict[str, RegionStats]:
                 cpu_time_total_us=round(avg.cpu_time_total, 3),
                 self_cpu_time_total_us=round(avg.self_cpu_time_total, 3),
                 device_time_total_us=round(avg.device_time_total, 3) if on_device else None,
-                self_device_time_total_us=(
-                    round(avg.self_device_time_total, 3) if on_device else None
-                ),
+                self_device_time_total_us=(round(avg.self_device_time_total, 3) if on_device else None),
             )
         else:
             projections[key] = (avg.count, round(avg.device_time_total, 3))
@@ -209,9 +207,7 @@ class CaptureResult:
             if not key.startswith(ATTENTION_PREFIX):
                 continue
             calls = max(stats.count, 1)
-            text = (
-                f"{key} calls={stats.count} cpu={stats.cpu_time_total_us / calls / 1000:.3f}ms/call"
-            )
+            text = f"{key} calls={stats.count} cpu={stats.cpu_time_total_us / calls / 1000:.3f}ms/call"
             if stats.device_time_total_us is not None:
                 text += f" device={stats.device_time_total_us / calls / 1000:.3f}ms/call"
             parts.append(text)

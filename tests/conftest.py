@@ -71,8 +71,9 @@ VARIANTS = ("naive", "inplace", "math", "efficient", "flash", "cudnn")
 
 def load_post_variants(directory: Path, legacy: bool = False) -> dict:
     """The post's six attention variants as synthetic traces, loaded: {name: (Trace, Variant)}."""
-    import tracekit
     from synthetic import post_variants
+
+    import tracekit
 
     out = {}
     for name, variant in post_variants(legacy=legacy).items():

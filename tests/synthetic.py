@@ -26,29 +26,51 @@ from dataclasses import dataclass, field
 
 # A real A100-SXM4-80GB as cudaGetDeviceProperties reports it to Kineto.
 A100_SXM4_80GB = {
-    "id": 0, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 84986691584,
-    "computeMajor": 8, "computeMinor": 0,
-    "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
-    "regsPerBlock": 65536, "regsPerMultiprocessor": 65536, "warpSize": 32,
-    "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 167936,
-    "numSms": 108, "sharedMemPerBlockOptin": 166912,
+    "id": 0,
+    "name": "NVIDIA A100-SXM4-80GB",
+    "totalGlobalMem": 84986691584,
+    "computeMajor": 8,
+    "computeMinor": 0,
+    "maxThreadsPerBlock": 1024,
+    "maxThreadsPerMultiprocessor": 2048,
+    "regsPerBlock": 65536,
+    "regsPerMultiprocessor": 65536,
+    "warpSize": 32,
+    "sharedMemPerBlock": 49152,
+    "sharedMemPerMultiprocessor": 167936,
+    "numSms": 108,
+    "sharedMemPerBlockOptin": 166912,
 }
 
 # CUPTI callback ids (cbid) as they appear in real traces.
 CBID = {
-    "cudaLaunchKernel": 211, "cudaLaunchKernelExC": 430, "cuLaunchKernel": 307,
-    "cuLaunchKernelEx": 652, "cudaGraphLaunch": 311, "cudaMemcpyAsync": 41,
-    "cudaMemsetAsync": 51, "cudaStreamSynchronize": 131, "cudaDeviceSynchronize": 165,
-    "cudaEventRecord": 135, "cudaEventQuery": 138, "cudaStreamWaitEvent": 147,
-    "cudaStreamIsCapturing": 317, "cudaFuncSetAttribute": 273,
+    "cudaLaunchKernel": 211,
+    "cudaLaunchKernelExC": 430,
+    "cuLaunchKernel": 307,
+    "cuLaunchKernelEx": 652,
+    "cudaGraphLaunch": 311,
+    "cudaMemcpyAsync": 41,
+    "cudaMemsetAsync": 51,
+    "cudaStreamSynchronize": 131,
+    "cudaDeviceSynchronize": 165,
+    "cudaEventRecord": 135,
+    "cudaEventQuery": 138,
+    "cudaStreamWaitEvent": 147,
+    "cudaStreamIsCapturing": 317,
+    "cudaFuncSetAttribute": 273,
     "cudaOccupancyMaxActiveBlocksPerMultiprocessor": 210,
 }
 
 # 2021-era category names (torch 1.8/1.9 Kineto) for the modern ones.
 LEGACY_CATS = {
-    "cpu_op": "Operator", "user_annotation": "Operator", "cuda_runtime": "Runtime",
-    "cuda_driver": "Runtime", "kernel": "Kernel", "gpu_memcpy": "Memcpy",
-    "gpu_memset": "Memset", "ac2g": "async",
+    "cpu_op": "Operator",
+    "user_annotation": "Operator",
+    "cuda_runtime": "Runtime",
+    "cuda_driver": "Runtime",
+    "kernel": "Kernel",
+    "gpu_memcpy": "Memcpy",
+    "gpu_memset": "Memset",
+    "ac2g": "async",
 }
 
 DEFAULT_ORIGIN_NS = 2_413_668_742_269_099  # a steady-clock µs value like real traces (2.4e12 µs)
@@ -68,8 +90,9 @@ def us(ns: int) -> str:
     return f"{ns // 1000}.{ns % 1000:03d}"
 
 
-def theoretical_occupancy(registers_per_thread: int, threads_per_block: int,
-                          shared_memory: int = 0, device: dict = A100_SXM4_80GB) -> dict:
+def theoretical_occupancy(
+    registers_per_thread: int, threads_per_block: int, shared_memory: int = 0, device: dict = A100_SXM4_80GB
+) -> dict:
     """Blocks/warps per SM and occupancy as the CUDA occupancy calculator derives them.
 
     Registers are allocated per warp in units of 256; each block also reserves
@@ -85,13 +108,18 @@ def theoretical_occupancy(registers_per_thread: int, threads_per_block: int,
         limits.append(device["sharedMemPerMultiprocessor"] // (shared_memory + 1024))
     blocks = min(limits)
     warps = blocks * warps_per_block
-    return {"blocks_per_sm": blocks, "warps_per_sm": warps, "max_warps_per_sm": max_warps,
-            "occupancy_pct": 100.0 * warps / max_warps}
+    return {
+        "blocks_per_sm": blocks,
+        "warps_per_sm": warps,
+        "max_warps_per_sm": max_warps,
+        "occupancy_pct": 100.0 * warps / max_warps,
+    }
 
 
 @dataclass
 class OpResult:
     """What ``op_with_kernels`` wrote: CPU extent and one entry per GPU op."""
+
     external_id: int
     start_ns: int
     end_ns: int
@@ -107,11 +135,19 @@ class TraceBuilder:
     strings and GPU tids as ``"stream N"``.
     """
 
-    def __init__(self, *, pid: int = 3727853, tid: int | None = None,
-                 origin_ns: int = DEFAULT_ORIGIN_NS, legacy: bool = False,
-                 trace_name: str = "synthetic.json", process_name: str = "python3",
-                 devices: tuple = (0,), distributed_info: dict | None = None,
-                 base_time_ns: int = BASE_TIME_NS):
+    def __init__(
+        self,
+        *,
+        pid: int = 3727853,
+        tid: int | None = None,
+        origin_ns: int = DEFAULT_ORIGIN_NS,
+        legacy: bool = False,
+        trace_name: str = "synthetic.json",
+        process_name: str = "python3",
+        devices: tuple = (0,),
+        distributed_info: dict | None = None,
+        base_time_ns: int = BASE_TIME_NS,
+    ):
         self.pid, self.tid = pid, pid if tid is None else tid
         self.origin_ns, self.legacy = origin_ns, legacy
         self.trace_name, self.process_name = trace_name, process_name
@@ -157,19 +193,33 @@ class TraceBuilder:
         # Kineto links a launch to its GPU op(s) with one flow id = correlation:
         # "s" on the launch, "f" (binding "e") on every GPU op.
         if self.legacy:  # 2021: the "s" kept integer ids, the "f" sat on "stream N"
-            ev = {"ph": ph, "id": corr, "pid": pid, "tid": int(tid) if ph == "s" else tid,
-                  "ts": ts_abs, "cat": "async", "name": "launch"}
+            ev = {
+                "ph": ph,
+                "id": corr,
+                "pid": pid,
+                "tid": int(tid) if ph == "s" else tid,
+                "ts": ts_abs,
+                "cat": "async",
+                "name": "launch",
+            }
         else:
-            ev = {"ph": ph, "id": corr, "pid": pid, "tid": tid, "ts": ts_abs,
-                  "cat": "ac2g", "name": "ac2g"}
+            ev = {"ph": ph, "id": corr, "pid": pid, "tid": tid, "ts": ts_abs, "cat": "ac2g", "name": "ac2g"}
         if ph == "f":
             ev["bp"] = "e"
         self._add(ev)
 
     # ---- CPU side -----------------------------------------------------------
 
-    def cpu_op(self, name: str, ts_ns: int, dur_ns: int | None, *, tid: int | None = None,
-               args: dict | None = None, cat: str = "cpu_op") -> int:
+    def cpu_op(
+        self,
+        name: str,
+        ts_ns: int,
+        dur_ns: int | None,
+        *,
+        tid: int | None = None,
+        args: dict | None = None,
+        cat: str = "cpu_op",
+    ) -> int:
         """Append a CPU op (``cat`` cpu_op) and return its External id.
 
         ``args`` (e.g. ``Input Dims`` / ``Input type`` / ``Concrete Inputs``) go
@@ -180,13 +230,27 @@ class TraceBuilder:
         ext = self._new("ext")
         ts_abs = self.origin_ns + ts_ns
         if self.legacy:
-            a = {"Device": self.pid, "External id": ext, "Trace name": "PyTorch Profiler",
-                 "Trace iteration": 0, **(args or {})}
+            a = {
+                "Device": self.pid,
+                "External id": ext,
+                "Trace name": "PyTorch Profiler",
+                "Trace iteration": 0,
+                **(args or {}),
+            }
         else:
-            a = {"External id": ext, "Record function id": 0, **(args or {}),
-                 "Ev Idx": self._new("ev_idx")}
-        ev = self._add({"ph": "X", "cat": self._cat(cat), "name": name, "pid": self.pid,
-                        "tid": self._cpu_tid(tid), "ts": ts_abs, "dur": dur_ns, "args": a})
+            a = {"External id": ext, "Record function id": 0, **(args or {}), "Ev Idx": self._new("ev_idx")}
+        ev = self._add(
+            {
+                "ph": "X",
+                "cat": self._cat(cat),
+                "name": name,
+                "pid": self.pid,
+                "tid": self._cpu_tid(tid),
+                "ts": ts_abs,
+                "dur": dur_ns,
+                "args": a,
+            }
+        )
         self._ext_ts[ext] = ts_abs
         if dur_ns is None:
             self._open[ext] = ev
@@ -199,8 +263,7 @@ class TraceBuilder:
         if ev["dur"] < 0:
             raise ValueError(f"{ev['name']} would end before it starts")
 
-    def user_annotation(self, name: str, ts_ns: int, dur_ns: int | None, *,
-                        tid: int | None = None) -> int:
+    def user_annotation(self, name: str, ts_ns: int, dur_ns: int | None, *, tid: int | None = None) -> int:
         """A ``record_function`` range (cat user_annotation); returns its External id."""
         return self.cpu_op(name, ts_ns, dur_ns, tid=tid, cat="user_annotation")
 
@@ -208,19 +271,36 @@ class TraceBuilder:
         """The ``ProfilerStep#n`` range that ``prof.step()`` records."""
         return self.user_annotation(f"ProfilerStep#{n}", start_ns, dur_ns)
 
-    def python_function(self, name: str, ts_ns: int, dur_ns: int, *,
-                        parent_id: int | None = None, tid: int | None = None) -> int:
+    def python_function(
+        self, name: str, ts_ns: int, dur_ns: int, *, parent_id: int | None = None, tid: int | None = None
+    ) -> int:
         """A ``with_stack`` frame (cat python_function); returns its Python id."""
         py_id = self._new("py")
-        self._add({"ph": "X", "cat": "python_function", "name": name, "pid": self.pid,
-                   "tid": self._cpu_tid(tid), "ts": self.origin_ns + ts_ns, "dur": dur_ns,
-                   "args": {"Python parent id": parent_id, "Python id": py_id,
-                            "Ev Idx": self._new("ev_idx")}})
+        self._add(
+            {
+                "ph": "X",
+                "cat": "python_function",
+                "name": name,
+                "pid": self.pid,
+                "tid": self._cpu_tid(tid),
+                "ts": self.origin_ns + ts_ns,
+                "dur": dur_ns,
+                "args": {"Python parent id": parent_id, "Python id": py_id, "Ev Idx": self._new("ev_idx")},
+            }
+        )
         return py_id
 
-    def runtime_call(self, api: str, ts_ns: int, dur_ns: int, *, correlation: int | None = None,
-                     external_id: int | None = None, tid: int | None = None,
-                     flow: str | None = None) -> int:
+    def runtime_call(
+        self,
+        api: str,
+        ts_ns: int,
+        dur_ns: int,
+        *,
+        correlation: int | None = None,
+        external_id: int | None = None,
+        tid: int | None = None,
+        flow: str | None = None,
+    ) -> int:
         """A CUDA runtime (``cuda*``) or driver (``cu*``) call; returns its correlation.
 
         ``flow="s"`` adds the ac2g flow start a GPU-launching call carries.
@@ -229,31 +309,54 @@ class TraceBuilder:
         cat = "cuda_runtime" if api.startswith("cuda") else "cuda_driver"
         ts_abs = self.origin_ns + ts_ns
         if self.legacy:
-            args = {"cbid": CBID.get(api, 0), "correlation": corr,
-                    "external id": external_id or 0,
-                    "external ts": self._ext_ts.get(external_id, 0) // 1000}  # integer µs
+            args = {
+                "cbid": CBID.get(api, 0),
+                "correlation": corr,
+                "external id": external_id or 0,
+                "external ts": self._ext_ts.get(external_id, 0) // 1000,
+            }  # integer µs
         else:
             args = {} if external_id is None else {"External id": external_id}
             args.update({"cbid": CBID.get(api, 0), "correlation": corr})
         tid_v = self._cpu_tid(tid)
-        self._add({"ph": "X", "cat": self._cat(cat), "name": api, "pid": self.pid, "tid": tid_v,
-                   "ts": ts_abs, "dur": dur_ns, "args": args})
+        self._add(
+            {
+                "ph": "X",
+                "cat": self._cat(cat),
+                "name": api,
+                "pid": self.pid,
+                "tid": tid_v,
+                "ts": ts_abs,
+                "dur": dur_ns,
+                "args": args,
+            }
+        )
         self._launch_corrs.add(corr)
         if flow:
             self._flow(flow, corr, self.pid, tid_v, ts_abs)
         return corr
 
-    def launch(self, api: str, ts_ns: int, dur_ns: int, correlation: int | None = None, *,
-               tid: int | None = None, external_id: int | None = None) -> int:
+    def launch(
+        self,
+        api: str,
+        ts_ns: int,
+        dur_ns: int,
+        correlation: int | None = None,
+        *,
+        tid: int | None = None,
+        external_id: int | None = None,
+    ) -> int:
         """A launch call (``cudaLaunchKernel``, ``cuLaunchKernelEx``, ``cudaMemcpyAsync``...)
         with its ``ac2g`` flow start at the same pid/tid/ts; returns the correlation."""
-        return self.runtime_call(api, ts_ns, dur_ns, correlation=correlation,
-                                 external_id=external_id, tid=tid, flow="s")
+        return self.runtime_call(
+            api, ts_ns, dur_ns, correlation=correlation, external_id=external_id, tid=tid, flow="s"
+        )
 
     # ---- GPU side -----------------------------------------------------------
 
-    def _gpu_op(self, cat, name, ts_ns, dur_ns, correlation, device, stream, external_id,
-                extra: dict, queued: bool) -> dict:
+    def _gpu_op(
+        self, cat, name, ts_ns, dur_ns, correlation, device, stream, external_id, extra: dict, queued: bool
+    ) -> dict:
         ts_abs = self.origin_ns + ts_ns
         base = {"queued": 0} if queued else {}
         base.update({"device": device, "context": 1, "stream": stream, "correlation": correlation})
@@ -262,19 +365,42 @@ class TraceBuilder:
         else:
             args = {**({} if external_id is None else {"External id": external_id}), **base, **extra}
         tid = self._gpu_tid(device, stream)
-        ev = self._add({"ph": "X", "cat": self._cat(cat), "name": name, "pid": device,
-                        "tid": tid, "ts": ts_abs, "dur": dur_ns, "args": args})
+        ev = self._add(
+            {
+                "ph": "X",
+                "cat": self._cat(cat),
+                "name": name,
+                "pid": device,
+                "tid": tid,
+                "ts": ts_abs,
+                "dur": dur_ns,
+                "args": args,
+            }
+        )
         self._flow("f", correlation, device, tid, ts_abs)
         self._gpu_ops.append((device, ts_abs, ts_abs + dur_ns, name, correlation))
         key = (device, stream)
         self._stream_free[key] = max(self._stream_free.get(key, 0), ts_abs + dur_ns)
         return ev
 
-    def kernel(self, name: str, ts_ns: int, dur_ns: int, correlation: int, *, stream: int = 7,
-               device: int = 0, external_id: int | None = None, grid=(1, 1, 1),
-               block=(128, 1, 1), registers_per_thread: int = 32, shared_memory: int = 0,
-               blocks_per_sm: float | None = None, warps_per_sm: float | None = None,
-               est_occupancy: int | None = None) -> dict:
+    def kernel(
+        self,
+        name: str,
+        ts_ns: int,
+        dur_ns: int,
+        correlation: int,
+        *,
+        stream: int = 7,
+        device: int = 0,
+        external_id: int | None = None,
+        grid=(1, 1, 1),
+        block=(128, 1, 1),
+        registers_per_thread: int = 32,
+        shared_memory: int = 0,
+        blocks_per_sm: float | None = None,
+        warps_per_sm: float | None = None,
+        est_occupancy: int | None = None,
+    ) -> dict:
         """A kernel (cat kernel) plus its ``ac2g`` flow end.
 
         Unset ``blocks_per_sm`` / ``warps_per_sm`` follow CUPTI (grid blocks /
@@ -292,60 +418,117 @@ class TraceBuilder:
         if est_occupancy is None:
             th = theoretical_occupancy(registers_per_thread, threads, shared_memory, props)
             est_occupancy = int(100 * min(warps_per_sm, th["warps_per_sm"]) / th["max_warps_per_sm"])
-        extra = {"registers per thread": registers_per_thread, "shared memory": shared_memory,
-                 "blocks per SM": blocks_per_sm, "warps per SM": warps_per_sm,
-                 "grid": list(grid), "block": list(block),
-                 "est. achieved occupancy %": est_occupancy}
-        return self._gpu_op("kernel", name, ts_ns, dur_ns, correlation, device, stream,
-                            external_id, extra, queued=True)
+        extra = {
+            "registers per thread": registers_per_thread,
+            "shared memory": shared_memory,
+            "blocks per SM": blocks_per_sm,
+            "warps per SM": warps_per_sm,
+            "grid": list(grid),
+            "block": list(block),
+            "est. achieved occupancy %": est_occupancy,
+        }
+        return self._gpu_op("kernel", name, ts_ns, dur_ns, correlation, device, stream, external_id, extra, queued=True)
 
-    def memcpy(self, name: str, ts_ns: int, dur_ns: int, correlation: int, *, bytes: int,
-               stream: int = 7, device: int = 0, external_id: int | None = None) -> dict:
+    def memcpy(
+        self,
+        name: str,
+        ts_ns: int,
+        dur_ns: int,
+        correlation: int,
+        *,
+        bytes: int,
+        stream: int = 7,
+        device: int = 0,
+        external_id: int | None = None,
+    ) -> dict:
         """A copy (cat gpu_memcpy), e.g. ``Memcpy DtoD (Device -> Device)``."""
         extra = {"bytes": bytes, "memory bandwidth (GB/s)": bytes / dur_ns}  # bytes/ns == GB/s
-        return self._gpu_op("gpu_memcpy", name, ts_ns, dur_ns, correlation, device, stream,
-                            external_id, extra, queued=False)
+        return self._gpu_op(
+            "gpu_memcpy", name, ts_ns, dur_ns, correlation, device, stream, external_id, extra, queued=False
+        )
 
-    def memset(self, ts_ns: int, dur_ns: int, correlation: int, *, bytes: int,
-               name: str = "Memset (Device)", stream: int = 7, device: int = 0,
-               external_id: int | None = None) -> dict:
+    def memset(
+        self,
+        ts_ns: int,
+        dur_ns: int,
+        correlation: int,
+        *,
+        bytes: int,
+        name: str = "Memset (Device)",
+        stream: int = 7,
+        device: int = 0,
+        external_id: int | None = None,
+    ) -> dict:
         """A memset (cat gpu_memset)."""
         extra = {"bytes": bytes, "memory bandwidth (GB/s)": bytes / dur_ns}
-        return self._gpu_op("gpu_memset", name, ts_ns, dur_ns, correlation, device, stream,
-                            external_id, extra, queued=False)
+        return self._gpu_op(
+            "gpu_memset", name, ts_ns, dur_ns, correlation, device, stream, external_id, extra, queued=False
+        )
 
-    def orphan_kernel(self, name: str, ts_ns: int, dur_ns: int, *,
-                      correlation: int | None = None, **kernel_kw) -> dict:
+    def orphan_kernel(self, name: str, ts_ns: int, dur_ns: int, *, correlation: int | None = None, **kernel_kw) -> dict:
         """A kernel queued before profiling began: its correlation has no launch in
         the trace (and, as Kineto writes it, a flow end without a start)."""
         corr = self._new("orphan_corr") if correlation is None else correlation
         return self.kernel(name, ts_ns, dur_ns, corr, **kernel_kw)
 
-    def gpu_user_annotation(self, name: str, ts_ns: int, dur_ns: int, external_id: int, *,
-                            device: int = 0, stream: int = 7) -> dict:
+    def gpu_user_annotation(
+        self, name: str, ts_ns: int, dur_ns: int, external_id: int, *, device: int = 0, stream: int = 7
+    ) -> dict:
         """Kineto's projection of a user_annotation onto a GPU stream. Not a GPU op."""
         if self.legacy:
             raise ValueError("2021 traces have no gpu_user_annotation")
-        return self._add({"ph": "X", "cat": "gpu_user_annotation", "name": name, "pid": device,
-                          "tid": self._gpu_tid(device, stream), "ts": self.origin_ns + ts_ns,
-                          "dur": dur_ns, "args": {"External id": external_id}})
+        return self._add(
+            {
+                "ph": "X",
+                "cat": "gpu_user_annotation",
+                "name": name,
+                "pid": device,
+                "tid": self._gpu_tid(device, stream),
+                "ts": self.origin_ns + ts_ns,
+                "dur": dur_ns,
+                "args": {"External id": external_id},
+            }
+        )
 
-    def cuda_sync(self, kind: str, ts_ns: int, dur_ns: int, correlation: int, *,
-                  device: int = 0, stream: int = -1, external_id: int | None = None,
-                  wait_on_stream: int = -1, wait_event_corr: int = -1,
-                  event_id: int = -1) -> dict:
+    def cuda_sync(
+        self,
+        kind: str,
+        ts_ns: int,
+        dur_ns: int,
+        correlation: int,
+        *,
+        device: int = 0,
+        stream: int = -1,
+        external_id: int | None = None,
+        wait_on_stream: int = -1,
+        wait_event_corr: int = -1,
+        event_id: int = -1,
+    ) -> dict:
         """A CUPTI synchronization record (cat cuda_sync): ``Context Sync``,
         ``Stream Sync``, ``Event Sync`` or ``Stream Wait Event``. Not a GPU op."""
         args = {} if external_id is None else {"External id": external_id}
         args["cuda_sync_kind"] = kind
         if kind in ("Event Sync", "Stream Wait Event"):
-            args.update({"wait_on_stream": wait_on_stream,
-                         "wait_on_cuda_event_record_corr_id": wait_event_corr,
-                         "wait_on_cuda_event_id": event_id})
+            args.update(
+                {
+                    "wait_on_stream": wait_on_stream,
+                    "wait_on_cuda_event_record_corr_id": wait_event_corr,
+                    "wait_on_cuda_event_id": event_id,
+                }
+            )
         args.update({"stream": stream, "correlation": correlation, "device": device, "context": 1})
-        return self._add({"ph": "X", "cat": "cuda_sync", "name": kind, "pid": device,
-                          "tid": self._gpu_tid(device, stream), "ts": self.origin_ns + ts_ns,
-                          "dur": dur_ns, "args": args})
+        return self._add(
+            {
+                "ph": "X",
+                "cat": "cuda_sync",
+                "name": kind,
+                "pid": device,
+                "tid": self._gpu_tid(device, stream),
+                "ts": self.origin_ns + ts_ns,
+                "dur": dur_ns,
+                "args": args,
+            }
+        )
 
     # ---- conveniences -------------------------------------------------------
 
@@ -378,11 +561,21 @@ class TraceBuilder:
             self.kernel(name, start, dur, corr, external_id=external_id, **where, **extra)
         return {"correlation": corr, "name": name, "kind": kind, "ts_ns": start, "dur_ns": dur}
 
-    def op_with_kernels(self, op_name: str, start_ns: int, kernels, *,
-                        launch_api: str = "cudaLaunchKernel", tid: int | None = None,
-                        args: dict | None = None, children=(), pre_ns: int = 4_000,
-                        launch_ns: int = 5_200, launch_gap_ns: int = 1_100,
-                        post_ns: int = 2_300) -> OpResult:
+    def op_with_kernels(
+        self,
+        op_name: str,
+        start_ns: int,
+        kernels,
+        *,
+        launch_api: str = "cudaLaunchKernel",
+        tid: int | None = None,
+        args: dict | None = None,
+        children=(),
+        pre_ns: int = 4_000,
+        launch_ns: int = 5_200,
+        launch_gap_ns: int = 1_100,
+        post_ns: int = 2_300,
+    ) -> OpResult:
         """A cpu_op that launches one GPU op per entry of ``kernels``.
 
         ``kernels``: ``(name, gpu_start_ns | None, gpu_dur_ns[, extra])``. A
@@ -404,8 +597,13 @@ class TraceBuilder:
         res = OpResult(ext, start_ns, 0)
         for spec in kernels:
             extra = spec[3] if len(spec) > 3 else {}
-            default_api = ("cudaMemcpyAsync" if spec[0].startswith("Memcpy") else
-                           "cudaMemsetAsync" if spec[0].startswith("Memset") else launch_api)
+            default_api = (
+                "cudaMemcpyAsync"
+                if spec[0].startswith("Memcpy")
+                else "cudaMemsetAsync"
+                if spec[0].startswith("Memset")
+                else launch_api
+            )
             api = extra.get("api", default_api)
             ldur = extra.get("launch_ns", launch_ns)
             corr = self.launch(api, t, ldur, tid=tid, external_id=ext)
@@ -416,8 +614,9 @@ class TraceBuilder:
         self.close(ext, res.end_ns)
         return res
 
-    def graph_launch(self, ts_ns: int, kernels, *, dur_ns: int = 9_000, tid: int | None = None,
-                     external_id: int | None = None) -> int:
+    def graph_launch(
+        self, ts_ns: int, kernels, *, dur_ns: int = 9_000, tid: int | None = None, external_id: int | None = None
+    ) -> int:
         """One ``cudaGraphLaunch`` whose N kernels all carry its ONE correlation id
         (one flow start, N flow ends). ``kernels`` as in ``op_with_kernels``."""
         corr = self.launch("cudaGraphLaunch", ts_ns, dur_ns, tid=tid, external_id=external_id)
@@ -429,9 +628,10 @@ class TraceBuilder:
 
     def process_metadata(self, ts_ns: int = 0) -> None:
         """The ``M`` events naming the CPU process, each GPU and each thread/stream seen."""
+
         def m(name, pid, tid, args):
-            self._add({"name": name, "ph": "M", "ts": self.origin_ns + ts_ns, "pid": pid,
-                       "tid": tid, "args": args})
+            self._add({"name": name, "ph": "M", "ts": self.origin_ns + ts_ns, "pid": pid, "tid": tid, "args": args})
+
         m("process_name", self.pid, 0, {"name": self.process_name})
         m("process_labels", self.pid, 0, {"labels": "CPU"})
         m("process_sort_index", self.pid, 0, {"sort_index": self.pid})
@@ -441,8 +641,12 @@ class TraceBuilder:
             m("process_labels", d, 0, {"labels": f"GPU {d}"})
             m("process_sort_index", d, 0, {"sort_index": 5000000 + d})
         for tid in sorted(self._cpu_tids):
-            m("thread_name", self.pid, str(tid) if self.legacy else tid,
-              {"name": f"thread {tid} ({self.process_name})"})
+            m(
+                "thread_name",
+                self.pid,
+                str(tid) if self.legacy else tid,
+                {"name": f"thread {tid} ({self.process_name})"},
+            )
             m("thread_sort_index", self.pid, str(tid) if self.legacy else tid, {"sort_index": tid})
         for device, stream in sorted(self._streams):
             # Modern Kineto really writes a trailing space after the stream number.
@@ -454,19 +658,45 @@ class TraceBuilder:
         """The ``Trace`` span covering the profiling window and its
         ``Iteration Start: PyTorch Profiler`` instant (string pid/tid)."""
         start = self.origin_ns + start_ns
-        self._add({"ph": "X", "cat": "Trace", "ts": start, "dur": dur_ns,
-                   "pid": "Traces" if self.legacy else "Spans", "tid": "PyTorch Profiler",
-                   "name": "PyTorch Profiler (0)", "args": {"Op count": 0}})
+        self._add(
+            {
+                "ph": "X",
+                "cat": "Trace",
+                "ts": start,
+                "dur": dur_ns,
+                "pid": "Traces" if self.legacy else "Spans",
+                "tid": "PyTorch Profiler",
+                "name": "PyTorch Profiler (0)",
+                "args": {"Op count": 0},
+            }
+        )
         if not self.legacy:
-            self._add({"name": "process_sort_index", "ph": "M", "ts": start, "pid": "Spans",
-                       "tid": 0, "args": {"sort_index": 536870912}})
-        self._add({"name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g",
-                   "pid": "Traces", "tid": "Trace PyTorch Profiler", "ts": start})
+            self._add(
+                {
+                    "name": "process_sort_index",
+                    "ph": "M",
+                    "ts": start,
+                    "pid": "Spans",
+                    "tid": 0,
+                    "args": {"sort_index": 536870912},
+                }
+            )
+        self._add(
+            {
+                "name": "Iteration Start: PyTorch Profiler",
+                "ph": "i",
+                "s": "g",
+                "pid": "Traces",
+                "tid": "Trace PyTorch Profiler",
+                "ts": start,
+            }
+        )
 
     def record_window_end(self, ts_ns: int) -> None:
         """The ``Record Window End`` instant (pid and tid are empty strings)."""
-        self._add({"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "",
-                   "ts": self.origin_ns + ts_ns})
+        self._add(
+            {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": self.origin_ns + ts_ns}
+        )
 
     def finish(self, margin_ns: int = 20_000) -> None:
         """Add the Trace span, metadata and window-end events around what is written."""
@@ -525,8 +755,7 @@ class TraceBuilder:
         return head
 
     def _trailer(self) -> dict:
-        return {"traceName": self.trace_name, "displayTimeUnit": "ms",
-                "baseTimeNanoseconds": self.base_time_ns}
+        return {"traceName": self.trace_name, "displayTimeUnit": "ms", "baseTimeNanoseconds": self.base_time_ns}
 
     def to_dict(self) -> dict:
         """The trace as ``json.load`` would return it (``ts``/``dur`` as float µs;
@@ -604,8 +833,21 @@ def _render_event(ev: dict) -> str:
 B, H, S, D = 8, 16, 1024, 64
 QKV = [B, H, S, D]
 SCORES_NUMEL = B * H * S * S  # 134,217,728 elements in the [B, H, S, S] score matrix
-STAGES = ("qkv_proj", "rope", "qk_matmul", "scale", "mask", "softmax", "dropout",
-          "pv_matmul", "out_proj", "kv_cache", "fused_attention", "layout", "other")
+STAGES = (
+    "qkv_proj",
+    "rope",
+    "qk_matmul",
+    "scale",
+    "mask",
+    "softmax",
+    "dropout",
+    "pv_matmul",
+    "out_proj",
+    "kv_cache",
+    "fused_attention",
+    "layout",
+    "other",
+)
 PRECISIONS = ("tensor_core", "fp32_simt", "other")
 
 # Kernel names as CUPTI demangles them on an A100 with PyTorch 2.x.
@@ -613,121 +855,166 @@ GEMM_QK_BF16 = "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x3_tn"
 GEMM_PV_BF16 = "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x3_nn"
 SGEMM_QK = "ampere_sgemm_128x64_tn"
 SGEMM_PV = "ampere_sgemm_128x64_nn"
-MUL_BF16 = ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<c10::BFloat16, "
-            "c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> >, "
-            "std::array<char*, 2ul> >(int, at::native::AUnaryFunctor<c10::BFloat16, c10::BFloat16, "
-            "c10::BFloat16, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul>)")
+MUL_BF16 = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<c10::BFloat16, "
+    "c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> >, "
+    "std::array<char*, 2ul> >(int, at::native::AUnaryFunctor<c10::BFloat16, c10::BFloat16, "
+    "c10::BFloat16, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul>)"
+)
 MUL_F32 = MUL_BF16.replace("c10::BFloat16", "float")
-MASKED_FILL_BF16 = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
-                    "at::native::(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, "
-                    "c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()#10}::operator()() "
-                    "const::{lambda(c10::BFloat16, bool)#1}>(at::TensorIteratorBase&, at::native::"
-                    "(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)"
-                    "::{lambda()#1}::operator()() const::{lambda()#10}::operator()() const::{lambda("
-                    "c10::BFloat16, bool)#1} const&)::{lambda(int)#1}>(int, at::native::"
-                    "gpu_kernel_impl_nocast<at::native::(anonymous namespace)::masked_fill_kernel("
-                    "at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::"
-                    "{lambda()#10}::operator()() const::{lambda(c10::BFloat16, bool)#1}>(at::"
-                    "TensorIteratorBase&, at::native::(anonymous namespace)::masked_fill_kernel(at::"
-                    "TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()"
-                    "#10}::operator()() const::{lambda(c10::BFloat16, bool)#1} const&)::{lambda(int)#1})")
-SOFTMAX_BF16 = ("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 10, "
-                "false, false>(c10::BFloat16*, c10::BFloat16 const*, int, int, int, bool const*, int, bool)")
-SOFTMAX_F32 = ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>"
-               "(float*, float const*, int, int, int, bool const*, int, bool)")
+MASKED_FILL_BF16 = (
+    "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+    "at::native::(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, "
+    "c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()#10}::operator()() "
+    "const::{lambda(c10::BFloat16, bool)#1}>(at::TensorIteratorBase&, at::native::"
+    "(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)"
+    "::{lambda()#1}::operator()() const::{lambda()#10}::operator()() const::{lambda("
+    "c10::BFloat16, bool)#1} const&)::{lambda(int)#1}>(int, at::native::"
+    "gpu_kernel_impl_nocast<at::native::(anonymous namespace)::masked_fill_kernel("
+    "at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::"
+    "{lambda()#10}::operator()() const::{lambda(c10::BFloat16, bool)#1}>(at::"
+    "TensorIteratorBase&, at::native::(anonymous namespace)::masked_fill_kernel(at::"
+    "TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()"
+    "#10}::operator()() const::{lambda(c10::BFloat16, bool)#1} const&)::{lambda(int)#1})"
+)
+SOFTMAX_BF16 = (
+    "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 10, "
+    "false, false>(c10::BFloat16*, c10::BFloat16 const*, int, int, int, bool const*, int, bool)"
+)
+SOFTMAX_F32 = (
+    "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>"
+    "(float*, float const*, int, int, int, bool const*, int, bool)"
+)
 MEMCPY_DTOD = "Memcpy DtoD (Device -> Device)"
-FILL_BOOL = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<bool>, "
-             "std::array<char*, 1ul> >(int, at::native::FillFunctor<bool>, std::array<char*, 1ul>)")
+FILL_BOOL = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<bool>, "
+    "std::array<char*, 1ul> >(int, at::native::FillFunctor<bool>, std::array<char*, 1ul>)"
+)
 FILL_F32 = FILL_BOOL.replace("<bool>", "<float>")
-TRIU_TRIL = ("void at::native::triu_tril_kernel<bool, int, false, 4, true>(at::cuda::detail::TensorInfo"
-             "<bool, int>, at::cuda::detail::TensorInfo<bool const, int>, long, long, long, int)")
-LOGICAL_NOT = ("void at::native::vectorized_elementwise_kernel<4, at::native::logical_not_kernel_cuda("
-               "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()() "
-               "const::{lambda(bool)#1}, std::array<char*, 2ul> >(int, at::native::logical_not_kernel_cuda("
-               "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()() "
-               "const::{lambda(bool)#1}, std::array<char*, 2ul>)")
-WHERE_F32 = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::"
-             "(anonymous namespace)::where_kernel_impl(at::TensorIterator&)::{lambda()#1}::operator()() "
-             "const::{lambda()#8}::operator()() const::{lambda(bool, float, float)#1}>(at::"
-             "TensorIteratorBase&, at::native::(anonymous namespace)::where_kernel_impl(at::"
-             "TensorIterator&)::{lambda()#1}::operator()() const::{lambda()#8}::operator()() const::"
-             "{lambda(bool, float, float)#1} const&)::{lambda(int)#1}>(int, at::native::"
-             "gpu_kernel_impl_nocast<at::native::(anonymous namespace)::where_kernel_impl(at::"
-             "TensorIterator&)::{lambda()#1}::operator()() const::{lambda()#8}::operator()() const::"
-             "{lambda(bool, float, float)#1}>(at::TensorIteratorBase&, at::native::(anonymous namespace)"
-             "::where_kernel_impl(at::TensorIterator&)::{lambda()#1}::operator()() const::{lambda()#8}::"
-             "operator()() const::{lambda(bool, float, float)#1} const&)::{lambda(int)#1})")
-ADD_F32 = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
-           "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)")
-EQ_F32 = ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, bool, "
-          "at::native::(anonymous namespace)::CompareEqFunctor<float> >, std::array<char*, 2ul> >(int, "
-          "at::native::AUnaryFunctor<float, float, bool, at::native::(anonymous namespace)::"
-          "CompareEqFunctor<float> >, std::array<char*, 2ul>)")
-ALL_REDUCE = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<bool, at::native::func_wrapper_t"
-              "<bool, at::native::and_kernel_cuda(at::TensorIterator&)::{lambda()#1}::operator()() const::"
-              "{lambda(bool, bool)#1}>, unsigned int, bool, 4, 4> >(at::native::ReduceOp<bool, at::native::"
-              "func_wrapper_t<bool, at::native::and_kernel_cuda(at::TensorIterator&)::{lambda()#1}::"
-              "operator()() const::{lambda(bool, bool)#1}>, unsigned int, bool, 4, 4>)")
-COPY_BF16_TO_F32 = ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::"
-                    "TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() "
-                    "const::{lambda(float)#1}, std::array<char*, 2ul>, 4, TrivialOffsetCalculator<1, "
-                    "unsigned int>, TrivialOffsetCalculator<1, unsigned int>, at::native::memory::"
-                    "LoadWithCast<1>, at::native::memory::StoreWithCast<1> >(int, at::native::"
-                    "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::"
-                    "{lambda()#7}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul>, "
-                    "TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, "
-                    "at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1>)")
+TRIU_TRIL = (
+    "void at::native::triu_tril_kernel<bool, int, false, 4, true>(at::cuda::detail::TensorInfo"
+    "<bool, int>, at::cuda::detail::TensorInfo<bool const, int>, long, long, long, int)"
+)
+LOGICAL_NOT = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::logical_not_kernel_cuda("
+    "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()() "
+    "const::{lambda(bool)#1}, std::array<char*, 2ul> >(int, at::native::logical_not_kernel_cuda("
+    "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()() "
+    "const::{lambda(bool)#1}, std::array<char*, 2ul>)"
+)
+WHERE_F32 = (
+    "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::"
+    "(anonymous namespace)::where_kernel_impl(at::TensorIterator&)::{lambda()#1}::operator()() "
+    "const::{lambda()#8}::operator()() const::{lambda(bool, float, float)#1}>(at::"
+    "TensorIteratorBase&, at::native::(anonymous namespace)::where_kernel_impl(at::"
+    "TensorIterator&)::{lambda()#1}::operator()() const::{lambda()#8}::operator()() const::"
+    "{lambda(bool, float, float)#1} const&)::{lambda(int)#1}>(int, at::native::"
+    "gpu_kernel_impl_nocast<at::native::(anonymous namespace)::where_kernel_impl(at::"
+    "TensorIterator&)::{lambda()#1}::operator()() const::{lambda()#8}::operator()() const::"
+    "{lambda(bool, float, float)#1}>(at::TensorIteratorBase&, at::native::(anonymous namespace)"
+    "::where_kernel_impl(at::TensorIterator&)::{lambda()#1}::operator()() const::{lambda()#8}::"
+    "operator()() const::{lambda(bool, float, float)#1} const&)::{lambda(int)#1})"
+)
+ADD_F32 = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"
+)
+EQ_F32 = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, bool, "
+    "at::native::(anonymous namespace)::CompareEqFunctor<float> >, std::array<char*, 2ul> >(int, "
+    "at::native::AUnaryFunctor<float, float, bool, at::native::(anonymous namespace)::"
+    "CompareEqFunctor<float> >, std::array<char*, 2ul>)"
+)
+ALL_REDUCE = (
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<bool, at::native::func_wrapper_t"
+    "<bool, at::native::and_kernel_cuda(at::TensorIterator&)::{lambda()#1}::operator()() const::"
+    "{lambda(bool, bool)#1}>, unsigned int, bool, 4, 4> >(at::native::ReduceOp<bool, at::native::"
+    "func_wrapper_t<bool, at::native::and_kernel_cuda(at::TensorIterator&)::{lambda()#1}::"
+    "operator()() const::{lambda(bool, bool)#1}>, unsigned int, bool, 4, 4>)"
+)
+COPY_BF16_TO_F32 = (
+    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::"
+    "TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() "
+    "const::{lambda(float)#1}, std::array<char*, 2ul>, 4, TrivialOffsetCalculator<1, "
+    "unsigned int>, TrivialOffsetCalculator<1, unsigned int>, at::native::memory::"
+    "LoadWithCast<1>, at::native::memory::StoreWithCast<1> >(int, at::native::"
+    "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::"
+    "{lambda()#7}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul>, "
+    "TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, "
+    "at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1>)"
+)
 COPY_F32_TO_BF16 = COPY_BF16_TO_F32.replace("lambda(float)#1", "lambda(c10::BFloat16)#1")
-CLONE_F32 = ("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::"
-             "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::"
-             "{lambda()#7}::operator()() const::{lambda(float)#1}>(at::TensorIteratorBase&, at::native::"
-             "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::"
-             "{lambda()#7}::operator()() const::{lambda(float)#1} const&)::{lambda(int)#1}>(int, at::"
-             "native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
-             "::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}>("
-             "at::TensorIteratorBase&, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::"
-             "{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1} "
-             "const&)::{lambda(int)#1})")
-EFFICIENT_KERNEL = ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel"
-                    "<cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)")
+CLONE_F32 = (
+    "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::"
+    "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::"
+    "{lambda()#7}::operator()() const::{lambda(float)#1}>(at::TensorIteratorBase&, at::native::"
+    "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::"
+    "{lambda()#7}::operator()() const::{lambda(float)#1} const&)::{lambda(int)#1}>(int, at::"
+    "native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
+    "::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}>("
+    "at::TensorIteratorBase&, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::"
+    "{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1} "
+    "const&)::{lambda(int)#1})"
+)
+EFFICIENT_KERNEL = (
+    "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel"
+    "<cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)"
+)
 # CUPTI demangles the traits with their namespace (as in the real H100 trace);
 # the post abbreviates them. Match on "flash_fwd_kernel", not on the full string.
-FLASH_KERNEL = ("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 64, 4, "
-                "false, false, cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<64, 128, 64, 4, "
-                "cutlass::bfloat16_t> >, true, false, false, false, true, true, false, false>"
-                "(pytorch_flash::Flash_fwd_params)")
-CUDNN_KERNEL = ("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_6_128x64x64_4x1x1_"
-                "cga1x1x1_kernel0_0")
+FLASH_KERNEL = (
+    "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 64, 4, "
+    "false, false, cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<64, 128, 64, 4, "
+    "cutlass::bfloat16_t> >, true, false, false, false, true, true, false, false>"
+    "(pytorch_flash::Flash_fwd_params)"
+)
+CUDNN_KERNEL = "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_6_128x64x64_4x1x1_cga1x1x1_kernel0_0"
 
 
 def _ew(numel: int, regs: int = 24, vec: int = 4) -> dict:
     """Launch config of a vectorized elementwise kernel: 128 threads x ``vec`` elements."""
-    return {"grid": (math.ceil(numel / (128 * vec)), 1, 1), "block": (128, 1, 1),
-            "registers_per_thread": regs}
+    return {"grid": (math.ceil(numel / (128 * vec)), 1, 1), "block": (128, 1, 1), "registers_per_thread": regs}
 
 
-_GEMM_QK_CFG = {"grid": (16, 8, B * H), "block": (128, 1, 1), "registers_per_thread": 232,
-                "shared_memory": 73728}
+_GEMM_QK_CFG = {"grid": (16, 8, B * H), "block": (128, 1, 1), "registers_per_thread": 232, "shared_memory": 73728}
 _GEMM_PV_CFG = dict(_GEMM_QK_CFG, grid=(1, 8, B * H))
-_SGEMM_QK_CFG = {"grid": (8, 16, B * H), "block": (128, 1, 1), "registers_per_thread": 122,
-                 "shared_memory": 12544}
+_SGEMM_QK_CFG = {"grid": (8, 16, B * H), "block": (128, 1, 1), "registers_per_thread": 122, "shared_memory": 12544}
 _SGEMM_PV_CFG = dict(_SGEMM_QK_CFG, grid=(8, 1, B * H))
 _SOFTMAX_CFG = {"grid": (B * H * S // 4, 1, 1), "block": (32, 4, 1), "registers_per_thread": 40}
 _MASK_CFG = _ew(S * S, regs=16)
 # The fused kernels: flash and cuDNN as the post reports them.
-_FLASH_CFG = {"grid": (S // 128, B, H), "block": (128, 1, 1), "registers_per_thread": 255,
-              "shared_memory": 32768, "est_occupancy": 13}
-_EFFICIENT_CFG = {"grid": (S // 64, H, B), "block": (32, 4, 1), "registers_per_thread": 128,
-                  "shared_memory": 49152, "est_occupancy": 18}
+_FLASH_CFG = {
+    "grid": (S // 128, B, H),
+    "block": (128, 1, 1),
+    "registers_per_thread": 255,
+    "shared_memory": 32768,
+    "est_occupancy": 13,
+}
+_EFFICIENT_CFG = {
+    "grid": (S // 64, H, B),
+    "block": (32, 4, 1),
+    "registers_per_thread": 128,
+    "shared_memory": 49152,
+    "est_occupancy": 18,
+}
 # CUPTI reports no occupancy for kernels launched with cuLaunchKernelEx.
-_CUDNN_CFG = {"grid": (S // 128, H, B), "block": (256, 1, 1), "registers_per_thread": 240,
-              "shared_memory": 65536, "blocks_per_sm": 0.0, "warps_per_sm": 0.0, "est_occupancy": 0,
-              "api": "cuLaunchKernelEx", "launch_ns": 11_900}
+_CUDNN_CFG = {
+    "grid": (S // 128, H, B),
+    "block": (256, 1, 1),
+    "registers_per_thread": 240,
+    "shared_memory": 65536,
+    "blocks_per_sm": 0.0,
+    "warps_per_sm": 0.0,
+    "est_occupancy": 0,
+    "api": "cuLaunchKernelEx",
+    "launch_ns": 11_900,
+}
 
 
 @dataclass(frozen=True)
 class _K:
     """One GPU op of a forward, with its truth: stage and precision class."""
+
     name: str
     dur_ns: int
     stage: str
@@ -739,6 +1026,7 @@ class _K:
 class _Op:
     """One CPU op of a forward: a leaf launching ``kernels`` (after kernel-less
     ``children``) or, with ``kids``, a wrapper laid out around nested ops."""
+
     name: str
     kernels: tuple = ()
     kids: tuple = ()
@@ -751,30 +1039,36 @@ class _Op:
 def _inputs(*params) -> dict:
     """Kineto's record_shapes args for an op's inputs: a list = a bf16 tensor of
     those dims (contiguous), a str = a scalar's concrete value, None = absent."""
+
     def strides(dims):
         out, acc = [], 1
         for d in reversed(dims):
             out.insert(0, acc)
             acc *= d
         return out
+
     return {
         "Concrete Inputs": ["" if p is None or isinstance(p, list) else p for p in params],
-        "Input type": ["c10::BFloat16" if isinstance(p, list) else "" if p is None else "Scalar"
-                       for p in params],
+        "Input type": ["c10::BFloat16" if isinstance(p, list) else "" if p is None else "Scalar" for p in params],
         "Input Strides": [strides(p) if isinstance(p, list) else [] for p in params],
         "Input Dims": [p if isinstance(p, list) else [] for p in params],
     }
 
 
 _QKV_BSHD = [B, S, H, D]  # flash / efficient kernels take [B, S, H, D] views
-_SDPA = dict(name="aten::scaled_dot_product_attention",
-             args=_inputs(QKV, QKV, QKV, None, "0.", "True", None, "False"))
+_SDPA = dict(name="aten::scaled_dot_product_attention", args=_inputs(QKV, QKV, QKV, None, "0.", "True", None, "False"))
 
 
 def _matmul(kernel: _K) -> _Op:
-    return _Op("aten::matmul", kids=(
-        _Op("aten::expand"), _Op("aten::reshape"),
-        _Op("aten::bmm", kernels=(kernel,)), _Op("aten::_unsafe_view")))
+    return _Op(
+        "aten::matmul",
+        kids=(
+            _Op("aten::expand"),
+            _Op("aten::reshape"),
+            _Op("aten::bmm", kernels=(kernel,)),
+            _Op("aten::_unsafe_view"),
+        ),
+    )
 
 
 def _naive(inplace: bool) -> tuple:
@@ -788,11 +1082,17 @@ def _naive(inplace: bool) -> tuple:
         # device-to-device cudaMemcpyAsync, the post's hidden copy. Stage "mask":
         # the launching op (masked_fill) decides, not the copy's kernel name.
         copy_ = _K(MEMCPY_DTOD, 405_760, "mask", "other", {"bytes": SCORES_NUMEL * 2})
-        mask = _Op("aten::masked_fill", kids=(
-            _Op("aten::clone", kids=(_Op("aten::empty_like"), _Op("aten::copy_", kernels=(copy_,)))),
-            _Op("aten::masked_fill_", kernels=(fill,))))
-    softmax = _Op("aten::softmax", kids=(_Op("aten::_softmax", kernels=(
-        _K(SOFTMAX_BF16, 760_672, "softmax", "other", _SOFTMAX_CFG),)),))
+        mask = _Op(
+            "aten::masked_fill",
+            kids=(
+                _Op("aten::clone", kids=(_Op("aten::empty_like"), _Op("aten::copy_", kernels=(copy_,)))),
+                _Op("aten::masked_fill_", kernels=(fill,)),
+            ),
+        )
+    softmax = _Op(
+        "aten::softmax",
+        kids=(_Op("aten::_softmax", kernels=(_K(SOFTMAX_BF16, 760_672, "softmax", "other", _SOFTMAX_CFG),)),),
+    )
     pv = _K(GEMM_PV_BF16, 180_296, "pv_matmul", "tensor_core", _GEMM_PV_CFG)
     return (_matmul(qk), _Op("aten::mul", kernels=(scale,)), mask, softmax, _matmul(pv))
 
@@ -809,8 +1109,14 @@ def _math() -> tuple:
         return _Op(op, kids=(_Op(alloc), kernel_leaf))
 
     def to_copy(name, dur):  # aten::to -> aten::_to_copy -> aten::copy_
-        return _Op("aten::to", kids=(alloc_then("aten::_to_copy", "aten::empty_strided",
-                                                leaf("aten::copy_", name, dur, "layout", _ew(qkv_numel))),))
+        return _Op(
+            "aten::to",
+            kids=(
+                alloc_then(
+                    "aten::_to_copy", "aten::empty_strided", leaf("aten::copy_", name, dur, "layout", _ew(qkv_numel))
+                ),
+            ),
+        )
 
     mask = (
         alloc_then("aten::ones", "aten::empty", leaf("aten::fill_", FILL_BOOL, 1_568, "mask", _MASK_CFG)),
@@ -819,21 +1125,35 @@ def _math() -> tuple:
         alloc_then("aten::scalar_tensor", "aten::empty", leaf("aten::fill_", FILL_F32, 1_312, "mask", _ew(1))),
         leaf("aten::where", WHERE_F32, 4_096, "mask", _MASK_CFG),
     )
-    safe_softmax = _Op("aten::_safe_softmax", kids=(
-        leaf("aten::_softmax", SOFTMAX_F32, 721_344, "softmax", _SOFTMAX_CFG),
-        leaf("aten::eq", EQ_F32, 431_296, "softmax", _ew(SCORES_NUMEL)),
-        leaf("aten::all", ALL_REDUCE, 104_928, "softmax", {"grid": (B * H * S // 4, 1, 1), "block": (32, 16, 1)}),
-        alloc_then("aten::zeros_like", "aten::empty_like",
-                   leaf("aten::fill_", FILL_F32, 352_416, "softmax", _ew(SCORES_NUMEL))),
-        leaf("aten::where", WHERE_F32, 736_264, "softmax", _ew(SCORES_NUMEL)),
-    ))
+    safe_softmax = _Op(
+        "aten::_safe_softmax",
+        kids=(
+            leaf("aten::_softmax", SOFTMAX_F32, 721_344, "softmax", _SOFTMAX_CFG),
+            leaf("aten::eq", EQ_F32, 431_296, "softmax", _ew(SCORES_NUMEL)),
+            leaf("aten::all", ALL_REDUCE, 104_928, "softmax", {"grid": (B * H * S // 4, 1, 1), "block": (32, 16, 1)}),
+            alloc_then(
+                "aten::zeros_like",
+                "aten::empty_like",
+                leaf("aten::fill_", FILL_F32, 352_416, "softmax", _ew(SCORES_NUMEL)),
+            ),
+            leaf("aten::where", WHERE_F32, 736_264, "softmax", _ew(SCORES_NUMEL)),
+        ),
+    )
     body = mask + (
-        to_copy(COPY_BF16_TO_F32, 36_384), to_copy(COPY_BF16_TO_F32, 36_352), to_copy(COPY_BF16_TO_F32, 36_416),
+        to_copy(COPY_BF16_TO_F32, 36_384),
+        to_copy(COPY_BF16_TO_F32, 36_352),
+        to_copy(COPY_BF16_TO_F32, 36_416),
         leaf("aten::mul", MUL_F32, 45_120, "scale", _ew(qkv_numel)),  # q and k each * sqrt(scale)
         leaf("aten::mul", MUL_F32, 45_088, "scale", _ew(qkv_numel)),
         _Op("aten::transpose"),
-        _Op("aten::contiguous", kids=(alloc_then("aten::clone", "aten::empty_like",
-                                                 leaf("aten::copy_", CLONE_F32, 44_832, "layout", _ew(qkv_numel))),)),
+        _Op(
+            "aten::contiguous",
+            kids=(
+                alloc_then(
+                    "aten::clone", "aten::empty_like", leaf("aten::copy_", CLONE_F32, 44_832, "layout", _ew(qkv_numel))
+                ),
+            ),
+        ),
         _matmul(_K(SGEMM_QK, 2_031_616, "qk_matmul", "fp32_simt", _SGEMM_QK_CFG)),
         leaf("aten::add_", ADD_F32, 688_480, "mask", _ew(SCORES_NUMEL)),  # scores += mask bias
         safe_softmax,
@@ -847,28 +1167,81 @@ def _math() -> tuple:
 def _fused(variant: str) -> tuple:
     if variant == "efficient":
         k = _K(EFFICIENT_KERNEL, 277_888, "fused_attention", "tensor_core", _EFFICIENT_CFG)
-        inner = _Op("aten::_scaled_dot_product_efficient_attention",
-                    args=_inputs(QKV, QKV, QKV, None, "False", "0.", "True", None), kids=(
-                        _Op("aten::transpose"), _Op("aten::transpose"), _Op("aten::transpose"),
-                        _Op("aten::_efficient_attention_forward", kernels=(k,), pre_ns=66_000,
-                            children=("aten::empty", "aten::empty"),
-                            args=_inputs(_QKV_BSHD, _QKV_BSHD, _QKV_BSHD, None, None, None, None, None,
-                                         "0.", "1", "False", None, None, None))))
+        inner = _Op(
+            "aten::_scaled_dot_product_efficient_attention",
+            args=_inputs(QKV, QKV, QKV, None, "False", "0.", "True", None),
+            kids=(
+                _Op("aten::transpose"),
+                _Op("aten::transpose"),
+                _Op("aten::transpose"),
+                _Op(
+                    "aten::_efficient_attention_forward",
+                    kernels=(k,),
+                    pre_ns=66_000,
+                    children=("aten::empty", "aten::empty"),
+                    args=_inputs(
+                        _QKV_BSHD,
+                        _QKV_BSHD,
+                        _QKV_BSHD,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        "0.",
+                        "1",
+                        "False",
+                        None,
+                        None,
+                        None,
+                    ),
+                ),
+            ),
+        )
     elif variant == "flash":
         k = _K(FLASH_KERNEL, 146_816, "fused_attention", "tensor_core", _FLASH_CFG)
-        inner = _Op("aten::_scaled_dot_product_flash_attention",
-                    args=_inputs(QKV, QKV, QKV, "0.", "True", "False", None), kids=(
-                        _Op("aten::transpose"), _Op("aten::transpose"), _Op("aten::transpose"),
-                        _Op("aten::_flash_attention_forward", kernels=(k,), pre_ns=83_800,
-                            children=("aten::empty_like", "aten::empty", "aten::empty"),
-                            args=_inputs(_QKV_BSHD, _QKV_BSHD, _QKV_BSHD, None, None, "1024", "1024",
-                                         "0.", "True", "False", "0.125", None, None, None, None)),
-                        _Op("aten::transpose")))
+        inner = _Op(
+            "aten::_scaled_dot_product_flash_attention",
+            args=_inputs(QKV, QKV, QKV, "0.", "True", "False", None),
+            kids=(
+                _Op("aten::transpose"),
+                _Op("aten::transpose"),
+                _Op("aten::transpose"),
+                _Op(
+                    "aten::_flash_attention_forward",
+                    kernels=(k,),
+                    pre_ns=83_800,
+                    children=("aten::empty_like", "aten::empty", "aten::empty"),
+                    args=_inputs(
+                        _QKV_BSHD,
+                        _QKV_BSHD,
+                        _QKV_BSHD,
+                        None,
+                        None,
+                        "1024",
+                        "1024",
+                        "0.",
+                        "True",
+                        "False",
+                        "0.125",
+                        None,
+                        None,
+                        None,
+                        None,
+                    ),
+                ),
+                _Op("aten::transpose"),
+            ),
+        )
     else:  # cudnn: CPU time goes to plan selection before a single cuLaunchKernelEx
         k = _K(CUDNN_KERNEL, 186_304, "fused_attention", "tensor_core", _CUDNN_CFG)
-        inner = _Op("aten::_scaled_dot_product_cudnn_attention", kernels=(k,), pre_ns=107_400,
-                    children=("aten::empty", "aten::empty", "aten::empty"),
-                    args=_inputs(QKV, QKV, QKV, None, "False", "0.", "True", "False", None))
+        inner = _Op(
+            "aten::_scaled_dot_product_cudnn_attention",
+            kernels=(k,),
+            pre_ns=107_400,
+            children=("aten::empty", "aten::empty", "aten::empty"),
+            args=_inputs(QKV, QKV, QKV, None, "False", "0.", "True", "False", None),
+        )
     # cuDNN's own sdpa wrapper spends longer before dispatch (the post: 26 % self CPU).
     return (_Op(**_SDPA, kids=(inner,), pre_ns=83_000 if variant == "cudnn" else 20_000),)
 
@@ -891,6 +1264,7 @@ _FIRST_OP_GAP_NS = (228_000, 5_000, 5_000)
 @dataclass
 class Variant:
     """One post variant: its builder (``to_dict()`` / ``write()``) and its truth."""
+
     name: str
     builder: TraceBuilder
     truth: dict
@@ -906,8 +1280,15 @@ def _lay(b: TraceBuilder, node: _Op, t: int, jitter: int, sink: list) -> int:
     """Write ``node`` starting at ``t`` (relative ns); return its end. GPU ops go to ``sink``."""
     if node.kernels:
         specs = [(k.name, None, k.dur_ns + jitter, k.cfg) for k in node.kernels]
-        res = b.op_with_kernels(node.name, t, specs, launch_api=node.api, args=node.args,
-                                children=node.children, pre_ns=node.pre_ns or 4_000)
+        res = b.op_with_kernels(
+            node.name,
+            t,
+            specs,
+            launch_api=node.api,
+            args=node.args,
+            children=node.children,
+            pre_ns=node.pre_ns or 4_000,
+        )
         for k, g in zip(node.kernels, res.gpu):
             sink.append({**g, "op": node.name, "stage": k.stage, "precision": k.precision})
         return res.end_ns
@@ -931,12 +1312,26 @@ def _build_variant(name: str, legacy: bool, origin_ns: int) -> Variant:
     # The warm-up step's last kernel still runs when the window opens: its launch
     # predates the trace, so it is an orphan (and carries no External id).
     last = _last_kernel(ops)
-    orphan = b.orphan_kernel(last.name, 3_232, last.dur_ns,
-                             **{k: v for k, v in last.cfg.items() if k not in ("api", "launch_ns")})
+    orphan = b.orphan_kernel(
+        last.name, 3_232, last.dur_ns, **{k: v for k, v in last.cfg.items() if k not in ("api", "launch_ns")}
+    )
     # Its stage is what it really is; only kernel-name rules can recover that.
-    all_gpu.append({"correlation": orphan["args"]["correlation"], "name": last.name, "kind": "kernel",
-                    "ts_ns": 3_232, "dur_ns": last.dur_ns, "api": None, "op": None, "stage": last.stage,
-                    "precision": last.precision, "step": None, "region": None, "orphan": True})
+    all_gpu.append(
+        {
+            "correlation": orphan["args"]["correlation"],
+            "name": last.name,
+            "kind": "kernel",
+            "ts_ns": 3_232,
+            "dur_ns": last.dur_ns,
+            "api": None,
+            "op": None,
+            "stage": last.stage,
+            "precision": last.precision,
+            "step": None,
+            "region": None,
+            "orphan": True,
+        }
+    )
     occ = []
     t = 41_870
     for i, step in enumerate(STEPS):
@@ -959,8 +1354,14 @@ def _build_variant(name: str, legacy: bool, origin_ns: int) -> Variant:
             b.gpu_user_annotation(region, g0, g1 - g0, region_ext)
         for g in sink:
             all_gpu.append({**g, "step": step, "region": region, "orphan": False})
-        occ.append({"cpu_ns": r1 - r0, "gpu_ns": sum(g["dur_ns"] for g in sink), "gpu_ops": len(sink),
-                    "first_op_gap_ns": _FIRST_OP_GAP_NS[i]})
+        occ.append(
+            {
+                "cpu_ns": r1 - r0,
+                "gpu_ns": sum(g["dur_ns"] for g in sink),
+                "gpu_ops": len(sink),
+                "first_op_gap_ns": _FIRST_OP_GAP_NS[i],
+            }
+        )
         t = t_end + 1_000
     b.finish()
 
@@ -982,24 +1383,28 @@ def _build_variant(name: str, legacy: bool, origin_ns: int) -> Variant:
         "region": region,
         "steps": [f"ProfilerStep#{s}" for s in STEPS],
         "gpu_ops_per_forward": per_fwd.pop(),
-        "regions": {region: {
-            "occurrences": len(occ),
-            "gpu_ops_per_occurrence": occ[0]["gpu_ops"],
-            "gpu_time_ns": [o["gpu_ns"] for o in occ],
-            "gpu_time_avg_ns": statistics.fmean(o["gpu_ns"] for o in occ),
-            "cpu_time_ns": [o["cpu_ns"] for o in occ],
-            "cpu_time_avg_ns": statistics.fmean(o["cpu_ns"] for o in occ),
-            "first_op_gap_ns": [o["first_op_gap_ns"] for o in occ],
-        }},
-        "forward": [{k: g[k] for k in ("name", "kind", "op", "launch_api", "stage", "precision")}
-                    for g in forward],
+        "regions": {
+            region: {
+                "occurrences": len(occ),
+                "gpu_ops_per_occurrence": occ[0]["gpu_ops"],
+                "gpu_time_ns": [o["gpu_ns"] for o in occ],
+                "gpu_time_avg_ns": statistics.fmean(o["gpu_ns"] for o in occ),
+                "cpu_time_ns": [o["cpu_ns"] for o in occ],
+                "cpu_time_avg_ns": statistics.fmean(o["cpu_ns"] for o in occ),
+                "first_op_gap_ns": [o["first_op_gap_ns"] for o in occ],
+            }
+        },
+        "forward": [{k: g[k] for k in ("name", "kind", "op", "launch_api", "stage", "precision")} for g in forward],
         "gpu_ops": all_gpu,
         "precision": {g["name"]: g["precision"] for g in all_gpu},
         "launch_api": {g["name"]: g["launch_api"] for g in forward},
         "stage_ns": stage_ns,
-        "occupancy": {k.name: theoretical_occupancy(k.cfg["registers_per_thread"],
-                                                    math.prod(k.cfg["block"]), k.cfg["shared_memory"])
-                      for k in fused},
+        "occupancy": {
+            k.name: theoretical_occupancy(
+                k.cfg["registers_per_thread"], math.prod(k.cfg["block"]), k.cfg["shared_memory"]
+            )
+            for k in fused
+        },
         "orphans": bt["gpu_ops_orphan"],
         "busy_ns": bt["busy_ns"],
         "busy_ns_linked": bt["busy_ns_linked"],
@@ -1020,8 +1425,7 @@ def _last_kernel(ops) -> _K:
     return _kernels(ops)[-1]
 
 
-def post_variants(names=None, *, legacy: bool = False,
-                  origin_ns: int = DEFAULT_ORIGIN_NS) -> dict:
+def post_variants(names=None, *, legacy: bool = False, origin_ns: int = DEFAULT_ORIGIN_NS) -> dict:
     """Build the post's variants: ``{name: Variant}`` for naive, inplace, math,
     efficient, flash, cudnn (or the subset ``names``).
 
@@ -1037,6 +1441,7 @@ def post_variants(names=None, *, legacy: bool = False,
 if __name__ == "__main__":  # write all variants for a look in Perfetto: python tests/synthetic.py DIR
     import sys
     from pathlib import Path
+
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
     for v in post_variants().values():
         v.write(out / f"{v.truth['trace_name']}.json.gz")

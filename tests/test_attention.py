@@ -14,13 +14,20 @@ from collections import Counter
 
 import pytest
 from click.testing import CliRunner
-
-import tracekit
-from tracekit.cli import cli
 from conftest import ROOT, SHARED_TRACES, VARIANTS
 from synthetic import post_variants
 
-IMPL = {"naive": "naive", "inplace": "naive", "math": "math", "efficient": "efficient", "flash": "flash", "cudnn": "cudnn"}
+import tracekit
+from tracekit.cli import cli
+
+IMPL = {
+    "naive": "naive",
+    "inplace": "naive",
+    "math": "math",
+    "efficient": "efficient",
+    "flash": "flash",
+    "cudnn": "cudnn",
+}
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +38,9 @@ def variants(post_traces):
 @pytest.mark.parametrize("name", VARIANTS)
 def test_every_gpu_op_gets_its_true_stage(name, variants):
     trace, truth = variants[name]
-    got = dict(trace.sql("SELECT g.ts_ns, s.stage FROM gpu_op_stages s JOIN gpu_ops g USING (id) WHERE NOT s.orphan").rows())
+    got = dict(
+        trace.sql("SELECT g.ts_ns, s.stage FROM gpu_op_stages s JOIN gpu_ops g USING (id) WHERE NOT s.orphan").rows()
+    )
     want = {op["ts_ns"]: op["stage"] for op in truth["gpu_ops"] if not op["orphan"]}
     assert got == want
 
@@ -83,7 +92,9 @@ def test_attention_calls(name, variants):
         assert c["attention_kernel_ns"] <= c["gpu_ns"]
     if name in ("efficient", "flash", "cudnn"):
         assert all(c["attention_kernel_ns"] == c["gpu_ns"] for c in calls)
-        assert all((c["batch"], c["heads"], c["seq_q"], c["head_dim"], c["causal"]) == (8, 16, 1024, 64, True) for c in calls)
+        assert all(
+            (c["batch"], c["heads"], c["seq_q"], c["head_dim"], c["causal"]) == (8, 16, 1024, 64, True) for c in calls
+        )
         assert all(c["flops"] == 4 * 8 * 16 * 1024 * 1024 * 64 // 2 for c in calls)
     if name == "naive":
         memcpy = sum(op["dur_ns"] for op in truth["gpu_ops"] if op["kind"] == "memcpy" and not op["orphan"])
@@ -119,8 +130,12 @@ def test_h100_flash_calls_match_the_reference_report(shared_dir, load_shared):
     assert kernel_us == pytest.approx(float(ref["Kernel Time (µs)_sum"]), rel=1e-4)
     for c in calls:
         assert (c["batch"], c["seq_q"], c["heads"], c["seq_kv"], c["head_dim"]) == (
-            int(ref["param: B"]), int(ref["param: N_Q"]), int(ref["param: H_Q"]),
-            int(ref["param: N_KV"]), int(ref["param: d_h_qk"]))
+            int(ref["param: B"]),
+            int(ref["param: N_Q"]),
+            int(ref["param: H_Q"]),
+            int(ref["param: N_KV"]),
+            int(ref["param: d_h_qk"]),
+        )
         assert c["causal"] is (ref["param: causal"] == "True")
         assert c["flops"] == pytest.approx(float(ref["GFLOPS_first"]) * 1e9)
     mean_tflops = sum(c["tflops_per_s"] for c in calls) / len(calls)
@@ -142,7 +157,9 @@ def test_b200_vllm_paged_attention_is_fused_attention(load_shared):
     ).rows()
     assert rows == [("fused_attention", "op", 36)]
     calls = trace.query("attention_calls").to_dicts()
-    assert {c["impl"] for c in calls} == {"paged"} and {c["op"] for c in calls} == {"vllm::unified_attention_with_output"}
+    assert {c["impl"] for c in calls} == {"paged"} and {c["op"] for c in calls} == {
+        "vllm::unified_attention_with_output"
+    }
     stages = dict(trace.sql("SELECT stage, count(*) FROM gpu_op_stages GROUP BY stage").rows())
     assert stages["kv_cache"] == 36 and stages["rope"] == 36
 
@@ -178,7 +195,9 @@ def test_listed_attention_kernels_get_their_stage(rel, kernel, stage, load_share
     assert got.to_list() == [stage]
 
 
-ATTENTION_NAME = re.compile(r"(?i)attn|attention|flash_fwd|fmha|sdpa|paged|rotary|rope_|kv_?cache|kv_indices|reshape_and_cache")
+ATTENTION_NAME = re.compile(
+    r"(?i)attn|attention|flash_fwd|fmha|sdpa|paged|rotary|rope_|kv_?cache|kv_indices|reshape_and_cache"
+)
 
 
 @pytest.mark.parametrize("rel", SHARED_TRACES)
@@ -195,9 +214,9 @@ def test_no_attention_kernel_ends_up_in_other(rel, load_shared):
 
 def test_classifier_softmax_outside_attention_stays_other(load_shared):
     trace = load_shared("hta/v100_ns_resolution.json.gz")
-    assert trace.sql("SELECT DISTINCT stage FROM gpu_op_stages WHERE name LIKE '%softmax_warp%'")["stage"].to_list() == [
-        "other"
-    ]
+    assert trace.sql("SELECT DISTINCT stage FROM gpu_op_stages WHERE name LIKE '%softmax_warp%'")[
+        "stage"
+    ].to_list() == ["other"]
 
 
 # --- CPU traces recorded by the capture module ------------------------------------------
@@ -219,7 +238,9 @@ def test_cpu_math_trace_stages_come_from_ops():
         assert rows["softmax"]["cpu_by_op"] == rows["softmax"]["cpu_ops"] > 0
         calls = trace.query("attention_calls").to_dicts()
         assert {c["impl"] for c in calls} == {"math"}
-        assert {(c["batch"], c["heads"], c["seq_q"], c["head_dim"], c["causal"]) for c in calls} == {(2, 4, 128, 32, True)}
+        assert {(c["batch"], c["heads"], c["seq_q"], c["head_dim"], c["causal"]) for c in calls} == {
+            (2, 4, 128, 32, True)
+        }
 
 
 # --- User rules and the CLI -------------------------------------------------------------
@@ -228,7 +249,9 @@ def test_cpu_math_trace_stages_come_from_ops():
 def test_user_rules_change_the_attribution(tmp_path):
     rules = tmp_path / "rules"
     rules.mkdir()
-    (rules / "label_stages.csv").write_text("pattern,stage,call,impl,note\n^attention:(\\S+)$,softmax,yes,\\1,everything is softmax\n")
+    (rules / "label_stages.csv").write_text(
+        "pattern,stage,call,impl,note\n^attention:(\\S+)$,softmax,yes,\\1,everything is softmax\n"
+    )
     trace_path = ROOT / "sample_traces" / "cpu_attention" / "flash.json.gz"
     before = {r["stage"] for r in tracekit.load(trace_path).query("stage_breakdown").to_dicts()}
     with tracekit.load(trace_path) as trace:

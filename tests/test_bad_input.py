@@ -9,6 +9,7 @@ import gzip
 import json
 
 import pytest
+
 from tracekit.cli import main
 
 GOOD_EVENT = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5, "dur": 2.25}
@@ -39,15 +40,23 @@ CASES = {
     "no_events_key": ('{"schemaVersion": 1, "traceName": "x"}', "JSON without events"),
     "empty_events": ('{"traceEvents": []}', "'traceEvents' is empty"),
     "events_not_array": ('{"traceEvents": {"a": 1}}', "'traceEvents' is not an array"),
-    "truncated_json": ('{"schemaVersion": 1, "traceEvents": [' + json.dumps(GOOD_EVENT) + ', {"ph": "X", "ts', "truncated JSON"),
-    "broken_event": ('{"traceEvents": [' + json.dumps(GOOD_EVENT) + ', {"ph": "X" "ts": 1}]}', "invalid JSON at line 1"),
-    "missing_ts": ('{"traceEvents": [' + json.dumps(GOOD_EVENT) + ', {"ph": "X", "name": "a", "pid": 1, "tid": 1, "dur": 1}]}',
-                   "event #1 in traceEvents (ph='X' name='a') has no numeric 'ts'"),
+    "truncated_json": (
+        '{"schemaVersion": 1, "traceEvents": [' + json.dumps(GOOD_EVENT) + ', {"ph": "X", "ts',
+        "truncated JSON",
+    ),
+    "broken_event": (
+        '{"traceEvents": [' + json.dumps(GOOD_EVENT) + ', {"ph": "X" "ts": 1}]}',
+        "invalid JSON at line 1",
+    ),
+    "missing_ts": (
+        '{"traceEvents": [' + json.dumps(GOOD_EVENT) + ', {"ph": "X", "name": "a", "pid": 1, "tid": 1, "dur": 1}]}',
+        "event #1 in traceEvents (ph='X' name='a') has no numeric 'ts'",
+    ),
     "string_ts": ('{"traceEvents": [{"ph": "i", "name": "m", "ts": "soon"}]}', "has no numeric 'ts'"),
     "negative_dur": ('{"traceEvents": [{"ph": "X", "name": "k", "ts": 5, "dur": -3}]}', "negative dur of -3.000 us"),
     "absurd_ts": ('{"traceEvents": [{"ph": "X", "name": "k", "ts": 1e30, "dur": 1}]}', "no numeric 'ts'"),
     "absurd_dur": ('{"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 5e12}]}', "absurd dur"),
-    "not_object_event": ('[1, 2]', "is not a JSON object"),
+    "not_object_event": ("[1, 2]", "is not a JSON object"),
 }
 
 

@@ -62,8 +62,19 @@ def test_each_implementation_records_or_is_skipped_with_one_line(impl, tmp_path)
     assert meta["torch_version"] == torch.__version__
     assert meta["profiler"]["schedule"] == {"wait": 1, "warmup": 1, "active": 2, "repeat": 1}
     for key in (
-        "gpu_name", "sm_count", "cuda_version", "cudnn_version", "hip_version", "host", "rank",
-        "world_size", "local_rank", "job_id", "command_line", "tag", "capture_version",
+        "gpu_name",
+        "sm_count",
+        "cuda_version",
+        "cudnn_version",
+        "hip_version",
+        "host",
+        "rank",
+        "world_size",
+        "local_rank",
+        "job_id",
+        "command_line",
+        "tag",
+        "capture_version",
     ):
         assert key in meta
 
@@ -105,8 +116,27 @@ def test_cluster_layout_path(tmp_path, monkeypatch):
 
 
 def test_cli_all_prints_one_line_per_impl(tmp_path, capsys):
-    args = ["attention", "--impl", "naive,math", "--device", "cpu", "--batch", "1", "--heads", "2",
-            "--seq", "32", "--head-dim", "8", "--warmup", "1", "--steps", "1", "--out", str(tmp_path)]
+    args = [
+        "attention",
+        "--impl",
+        "naive,math",
+        "--device",
+        "cpu",
+        "--batch",
+        "1",
+        "--heads",
+        "2",
+        "--seq",
+        "32",
+        "--head-dim",
+        "8",
+        "--warmup",
+        "1",
+        "--steps",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(args) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split()[0] for line in lines] == ["naive", "math"]
@@ -115,8 +145,25 @@ def test_cli_all_prints_one_line_per_impl(tmp_path, capsys):
 
 def test_cli_named_unavailable_impl_fails_with_one_line(tmp_path, capsys):
     # cudnn never runs on a CPU device; on a CUDA build it is refused too with --device cpu.
-    code = main(["attention", "--impl", "cudnn", "--device", "cpu", "--batch", "1", "--heads", "2",
-                 "--seq", "32", "--head-dim", "8", "--out", str(tmp_path)])
+    code = main(
+        [
+            "attention",
+            "--impl",
+            "cudnn",
+            "--device",
+            "cpu",
+            "--batch",
+            "1",
+            "--heads",
+            "2",
+            "--seq",
+            "32",
+            "--head-dim",
+            "8",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 1
     assert captured.out == ""

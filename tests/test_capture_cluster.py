@@ -11,9 +11,7 @@ import pytest
 from capture import cluster as cl
 from capture.errors import CaptureError
 
-LAUNCHER_VARS = (
-    cl.RANK_VARS + cl.WORLD_SIZE_VARS + cl.LOCAL_RANK_VARS + cl.JOB_ID_VARS
-)
+LAUNCHER_VARS = cl.RANK_VARS + cl.WORLD_SIZE_VARS + cl.LOCAL_RANK_VARS + cl.JOB_ID_VARS
 
 
 @pytest.fixture
@@ -55,8 +53,11 @@ def test_unknown_rank_is_written_as_rank00000_but_unique(tmp_path):
 
 
 def test_two_simulated_ranks_write_different_files(tmp_path):
-    ranks = [cl.detect_cluster({"RANK": "0"}), cl.detect_cluster({"RANK": "1"}),
-             cl.detect_cluster({"SLURM_PROCID": "1"})]
+    ranks = [
+        cl.detect_cluster({"RANK": "0"}),
+        cl.detect_cluster({"RANK": "1"}),
+        cl.detect_cluster({"SLURM_PROCID": "1"}),
+    ]
     paths = [cl.trace_path(tmp_path, "job", info, name="flash", now=1_700_000_000) for info in ranks]
     assert len(set(paths)) == 3
     host = cl.safe_token(socket.gethostname().split(".")[0])
@@ -66,9 +67,7 @@ def test_two_simulated_ranks_write_different_files(tmp_path):
 
 
 def test_host_with_dots_becomes_one_field():
-    info = cl.ClusterInfo(
-        rank=12, world_size=None, local_rank=None, host="gpu-a17.cluster.example", job_id=None
-    )
+    info = cl.ClusterInfo(rank=12, world_size=None, local_rank=None, host="gpu-a17.cluster.example", job_id=None)
     path = cl.trace_path("out", "tag", info, now=0)
     assert path.name.split(".")[:2] == ["rank00012", "gpu-a17"]
 
@@ -108,9 +107,31 @@ def test_ranks_filter_records_only_listed_ranks(tmp_path, clean_env, capsys):
     pytest.importorskip("torch")
     from capture.cli import main
 
-    args = ["attention", "--impl", "naive", "--device", "cpu", "--batch", "1", "--heads", "2",
-            "--seq", "32", "--head-dim", "8", "--warmup", "1", "--steps", "1",
-            "--out", str(tmp_path), "--tag", "t", "--ranks", "0,3"]
+    args = [
+        "attention",
+        "--impl",
+        "naive",
+        "--device",
+        "cpu",
+        "--batch",
+        "1",
+        "--heads",
+        "2",
+        "--seq",
+        "32",
+        "--head-dim",
+        "8",
+        "--warmup",
+        "1",
+        "--steps",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--tag",
+        "t",
+        "--ranks",
+        "0,3",
+    ]
     for rank in ("0", "1", "3"):
         clean_env.setenv("RANK", rank)
         clean_env.setenv("WORLD_SIZE", "4")
@@ -119,8 +140,10 @@ def test_ranks_filter_records_only_listed_ranks(tmp_path, clean_env, capsys):
     assert "rank 1 not in --ranks 0,3: ran without recording" in out
     traces = sorted(p.name.split(".")[0] for p in (tmp_path / "t").glob("*.json.gz"))
     assert traces == ["rank00000", "rank00003"]
-    metas = [json.loads(gzip.decompress(p.read_bytes()))["tracekit_capture"]
-             for p in sorted((tmp_path / "t").glob("*.json.gz"))]
+    metas = [
+        json.loads(gzip.decompress(p.read_bytes()))["tracekit_capture"]
+        for p in sorted((tmp_path / "t").glob("*.json.gz"))
+    ]
     assert [(m["rank"], m["world_size"]) for m in metas] == [(0, 4), (3, 4)]
 
 
@@ -133,7 +156,13 @@ def test_slurm_ranks_write_different_files(tmp_path, clean_env):
     for rank in ("0", "1"):
         clean_env.setenv("SLURM_PROCID", rank)
         result = capture.run_attention(
-            "auto", out=tmp_path, tag="slurm", device="cpu", dtype="float32", warmup=1, steps=1,
+            "auto",
+            out=tmp_path,
+            tag="slurm",
+            device="cpu",
+            dtype="float32",
+            warmup=1,
+            steps=1,
             shape=capture.AttentionShape(1, 2, 32, 8),
         ).result
         paths.append(result.trace)

@@ -191,9 +191,7 @@ def test_profile_model_takes_keyword_inputs_and_skips_unlisted_ranks(tmp_path):
     model = TinyModel(layers=1)
     inputs = {"input_ids": torch.randint(0, 50, (1, 8))}
     info = capture.ClusterInfo(rank=1, world_size=2, local_rank=1, host="h", job_id=None)
-    assert capture.profile_model(
-        model, inputs, tmp_path, warmup=0, steps=1, cluster=info, ranks=frozenset({0})
-    ) is None
+    assert capture.profile_model(model, inputs, tmp_path, warmup=0, steps=1, cluster=info, ranks=frozenset({0})) is None
     assert list(tmp_path.iterdir()) == []
     result = capture.profile_model(model, inputs, tmp_path, tag="m", warmup=0, steps=1, cluster=info)
     assert result.trace.parent == tmp_path / "m"
@@ -211,13 +209,22 @@ def test_model_command_without_transformers_is_one_line(monkeypatch, capsys, tmp
 def _tiny_hf_model(transformers, kind):
     if kind == "llama":
         config = transformers.LlamaConfig(
-            vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-            num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
         )
         return transformers.LlamaForCausalLM(config), "LlamaAttention", True
     config = transformers.BertConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=2, max_position_embeddings=64,
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        max_position_embeddings=64,
     )
     return transformers.BertModel(config), "BertAttention", None
 
@@ -228,9 +235,26 @@ def test_hf_tiny_model_through_the_command(kind, tmp_path, capsys):
     torch.manual_seed(0)
     model, attention_class, causal = _tiny_hf_model(transformers, kind)
     model.save_pretrained(tmp_path / f"tiny-{kind}")
-    code = main(["model", "--hf", str(tmp_path / f"tiny-{kind}"), "--seq", "16", "--device", "cpu",
-                 "--attn-impl", "eager", "--warmup", "1", "--steps", "1", "--flat",
-                 "--out", str(tmp_path / "out")])
+    code = main(
+        [
+            "model",
+            "--hf",
+            str(tmp_path / f"tiny-{kind}"),
+            "--seq",
+            "16",
+            "--device",
+            "cpu",
+            "--attn-impl",
+            "eager",
+            "--warmup",
+            "1",
+            "--steps",
+            "1",
+            "--flat",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     with gzip.open(tmp_path / "out" / f"tiny-{kind}.json.gz", "rt") as fh:
         trace = json.load(fh)

@@ -30,10 +30,7 @@ def test_import_without_torch():
 
 
 def test_help_without_torch():
-    proc = run(
-        "import runpy, sys; sys.argv = ['capture', '--help'];"
-        " runpy.run_module('capture', run_name='__main__')"
-    )
+    proc = run("import runpy, sys; sys.argv = ['capture', '--help']; runpy.run_module('capture', run_name='__main__')")
     assert proc.returncode == 0, proc.stderr
     assert "attention" in proc.stdout and "Traceback" not in proc.stderr
 
@@ -46,8 +43,7 @@ def test_command_without_torch_is_one_line_error():
     assert proc.returncode == 1
     assert proc.stdout == ""
     assert proc.stderr == (
-        "Error: torch is not installed; capture needs it: "
-        "pip install torch (or pip install 'tracekit[capture]')\n"
+        "Error: torch is not installed; capture needs it: pip install torch (or pip install 'tracekit[capture]')\n"
     )
 
 

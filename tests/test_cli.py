@@ -17,10 +17,26 @@ from tracekit.cli import cli, main
 
 EVENTS = [
     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 100.0, "dur": 10.0},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, "ts": 101.0, "dur": 2.0,
-     "args": {"correlation": 5}},
-    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 104.0, "dur": 3.5,
-     "args": {"correlation": 5, "stream": 7, "device": 0}},
+    {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaLaunchKernel",
+        "pid": 7,
+        "tid": 7,
+        "ts": 101.0,
+        "dur": 2.0,
+        "args": {"correlation": 5},
+    },
+    {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "gemm",
+        "pid": 0,
+        "tid": 7,
+        "ts": 104.0,
+        "dur": 3.5,
+        "args": {"correlation": 5, "stream": 7, "device": 0},
+    },
 ]
 
 
@@ -69,13 +85,33 @@ def test_load_then_query_formats(tiny, tmp_path):
     assert f"{db}: 1 trace(s), 3 events, 1 GPU ops" in res.output
 
     table = invoke("query", "gpu_timeline", db).output
-    assert table.splitlines()[0].split() == ["trace", "gpu_ops", "linked_gpu_ops", "orphan_gpu_ops",
-                                             "counted_gpu_ops", "busy_ns", "span_ns", "idle_ns", "busy_pct"]
+    assert table.splitlines()[0].split() == [
+        "trace",
+        "gpu_ops",
+        "linked_gpu_ops",
+        "orphan_gpu_ops",
+        "counted_gpu_ops",
+        "busy_ns",
+        "span_ns",
+        "idle_ns",
+        "busy_pct",
+    ]
     assert table.splitlines()[2].split() == ["tiny_rank3", "1", "1", "0", "1", "3500", "3500", "0", "100"]
 
     rows = list(csv.DictReader(io.StringIO(invoke("query", "gpu_timeline", db, "-f", "csv").output)))
-    assert rows == [{"trace": "tiny_rank3", "gpu_ops": "1", "linked_gpu_ops": "1", "orphan_gpu_ops": "0",
-                     "counted_gpu_ops": "1", "busy_ns": "3500", "span_ns": "3500", "idle_ns": "0", "busy_pct": "100.0"}]
+    assert rows == [
+        {
+            "trace": "tiny_rank3",
+            "gpu_ops": "1",
+            "linked_gpu_ops": "1",
+            "orphan_gpu_ops": "0",
+            "counted_gpu_ops": "1",
+            "busy_ns": "3500",
+            "span_ns": "3500",
+            "idle_ns": "0",
+            "busy_pct": "100.0",
+        }
+    ]
 
     data = json.loads(invoke("sql", db, "SELECT name, cpu_op_name, launch_api FROM gpu_ops", "-f", "json").output)
     assert data == [{"name": "gemm", "cpu_op_name": "aten::mm", "launch_api": "cudaLaunchKernel"}]

@@ -19,10 +19,10 @@ from decimal import Decimal
 
 import pytest
 from click.testing import CliRunner
-
-import tracekit
 from conftest import SHARED_TRACES, VARIANTS
 from synthetic import post_variants
+
+import tracekit
 from tracekit import export
 from tracekit.cli import cli, main
 from tracekit.errors import TracekitError
@@ -96,7 +96,7 @@ def check_round_trip(source_path, trace, out_path):
     assert not bad, f"{len(bad)} events differ, first #{bad[0]}: {original[bad[0]]} != {events[bad[0]]}"
 
     # Exactly the added events, and every slice with numeric ts and dur.
-    added = events[len(original):]
+    added = events[len(original) :]
     stages, streams, calls, devices = expected_added(trace)
     by_cat = Counter((e["ph"], e.get("cat")) for e in added)
     assert by_cat[("X", export.STAGE_CAT)] == stages == summary.stage_events
@@ -125,7 +125,7 @@ def check_round_trip(source_path, trace, out_path):
         assert again.con.execute(attribution).fetchall() == trace.con.execute(attribution).fetchall()
         calls_sql = "SELECT * FROM attention_calls ORDER BY ALL"
         assert again.con.execute(calls_sql).fetchall() == trace.con.execute(calls_sql).fetchall()
-    return summary, events[len(original):]
+    return summary, events[len(original) :]
 
 
 def check_added_slices(trace, added):
@@ -190,9 +190,11 @@ def test_synthetic_variants_round_trip(variant_files, name, tmp_path):
     with tracekit.load(path) as trace:
         summary, added = check_round_trip(path, trace, tmp_path / "out.json.gz")
         check_added_slices(trace, added)
-        orphan_ns = dict(trace.con.execute(
-            "SELECT stage, sum(dur_ns) FROM gpu_op_stages WHERE orphan AND stage <> 'other' GROUP BY stage"
-        ).fetchall())
+        orphan_ns = dict(
+            trace.con.execute(
+                "SELECT stage, sum(dur_ns) FROM gpu_op_stages WHERE orphan AND stage <> 'other' GROUP BY stage"
+            ).fetchall()
+        )
     # By construction: three forwards, one call each; in the fused variants the warm-up step's
     # orphan kernel is the attention kernel itself, a call of its own (docs/attribution.md).
     fused = name.startswith(("efficient", "flash", "cudnn"))
@@ -280,8 +282,9 @@ def test_cli_exports_one_of_several(two_traces, tmp_path):
     with gzip.open(out, "rt") as f:
         doc = json.load(f)
     assert doc["traceName"] == "8_16_1024_64_flash_eager" and len(doc["traceEvents"]) == 73 + 4 + 4 + 4
-    res = CliRunner().invoke(cli, ["export", "perfetto", str(two_traces), "-o", str(tmp_path / "n.json"),
-                                   "--trace", "naive", "-q"])
+    res = CliRunner().invoke(
+        cli, ["export", "perfetto", str(two_traces), "-o", str(tmp_path / "n.json"), "--trace", "naive", "-q"]
+    )
     assert res.exit_code == 0 and res.output == ""
     json.loads((tmp_path / "n.json").read_text())
 
@@ -360,6 +363,13 @@ def test_edge_values_round_trip(tmp_path, form):
     assert (summary.events, added) == (10, [])
     out = (tmp_path / "out.json").read_text(encoding="utf-8")
     # Rebuilt events with exact µs text; events kept whole in extra as written.
-    for written in ('"ts":-12.500,', '"ts":1700000000123456.789,"dur":0.500}', '"id":18446744073709551617,',
-                    '"id":"0x1f",', '"pid":"","tid":""', '"pid":7,"tid":7,', '"pid":7,"tid":"7.0"'):
+    for written in (
+        '"ts":-12.500,',
+        '"ts":1700000000123456.789,"dur":0.500}',
+        '"id":18446744073709551617,',
+        '"id":"0x1f",',
+        '"pid":"","tid":""',
+        '"pid":7,"tid":7,',
+        '"pid":7,"tid":"7.0"',
+    ):
         assert written in out

@@ -18,23 +18,40 @@ from decimal import Decimal
 
 import duckdb
 import pytest
+from conftest import VARIANTS
+from synthetic import (
+    A100_SXM4_80GB,
+    CUDNN_KERNEL,
+    FLASH_KERNEL,
+    GEMM_QK_BF16,
+    SGEMM_PV,
+    SGEMM_QK,
+    TraceBuilder,
+    post_variants,
+    theoretical_occupancy,
+)
 
 import tracekit
-from conftest import VARIANTS
 from tracekit import rules
 from tracekit.errors import TracekitError
-from synthetic import (A100_SXM4_80GB, CUDNN_KERNEL, FLASH_KERNEL, SGEMM_PV, SGEMM_QK, GEMM_QK_BF16,
-                       TraceBuilder, post_variants, theoretical_occupancy)
 
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
 GPU_TRACES = [  # every shared trace with GPU ops
-    "hta/a100_event_sync_multi_stream.json.gz", "hta/a100_nccl_rank0.json.gz", "hta/a100_triton_example.json.gz",
-    "hta/legacy_runtime_kernel_cats.json.gz", "hta/mi250_minitoy_train.json.gz", "hta/v100_ns_resolution.json.gz",
-    "kineto/v100_resnet50_2021_legacy.json.gz", "tracelens/b200_vllm_eager_paged-fp8.json.gz",
-    "tracelens/h100_bert-small_sdpa-flash.json.gz", "tracelens/mi210_gpu_only.json.gz",
-    "tracelens/mi300_bert-small_sdpa-flash.json.gz", "tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz",
-    "tracelens/normalization_gpu_user_annotation.json.gz", "tracelens/torch_compile_triton.json.gz",
+    "hta/a100_event_sync_multi_stream.json.gz",
+    "hta/a100_nccl_rank0.json.gz",
+    "hta/a100_triton_example.json.gz",
+    "hta/legacy_runtime_kernel_cats.json.gz",
+    "hta/mi250_minitoy_train.json.gz",
+    "hta/v100_ns_resolution.json.gz",
+    "kineto/v100_resnet50_2021_legacy.json.gz",
+    "tracelens/b200_vllm_eager_paged-fp8.json.gz",
+    "tracelens/h100_bert-small_sdpa-flash.json.gz",
+    "tracelens/mi210_gpu_only.json.gz",
+    "tracelens/mi300_bert-small_sdpa-flash.json.gz",
+    "tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz",
+    "tracelens/normalization_gpu_user_annotation.json.gz",
+    "tracelens/torch_compile_triton.json.gz",
 ]
 NVIDIA_TRACES = [p for p in GPU_TRACES if "/a100" in p or "/v100" in p or "/b200" in p or "/h100" in p]
 
@@ -121,9 +138,14 @@ def test_kernel_precision_totals_equal_truth(name, include_orphans, variants):
     for precision, names in per_class.items():
         top = min(names.items(), key=lambda kv: (-kv[1], kv[0]))
         total = sum(names.values())
-        want[precision] = {"gpu_ops": counts[precision], "kernels": len(names), "total_ns": total,
-                           "share_pct": round(100 * total / grand, 3), "top_kernel": top[0],
-                           "top_kernel_ns": top[1]}
+        want[precision] = {
+            "gpu_ops": counts[precision],
+            "kernels": len(names),
+            "total_ns": total,
+            "share_pct": round(100 * total / grand, 3),
+            "top_kernel": top[0],
+            "top_kernel_ns": top[1],
+        }
     got = {r.pop("precision"): r for r in _rows(trace, "kernel_precision", include_orphans=include_orphans)}
     for r in got.values():
         assert r.pop("trace") == name
@@ -144,17 +166,40 @@ def test_math_runs_fp32_sgemm_where_naive_runs_bf16_tensor_cores(variants):
 # Kernel families of the shared traces, labelled by reading their names (not by the rules):
 # a name containing one of these markers belongs to that class; every other kernel is "other".
 TENSOR_CORE_MARKERS = (
-    "_s16816gemm", "_s1688gemm", "_s1688dgrad", "_s1688fprop", "_s1688wgrad", "_s161616gemm",  # MMA shapes
-    "sm80_xmma_", "sm90_xmma_", "MmaTensorOp",  # cuDNN / cuBLAS xmma (tf32 / bf16), mangled CUTLASS conv
-    "nvjet_tst_", "bmm_Bfloat16_MxE2m1", "bmm_MxE4m3_MxE2m1",  # cuBLAS / trtllm-gen on B200
-    "_MI16x16x1_", "_MI32x32x1_", "igemm_fwd_gtcx2", "igemm_bwd_gtcx2", "igemm_wrw_gtcx2",  # AMD matrix cores
-    "flash_fwd_kernel", "fmhaSm100aKernel", "paged_attention_ll4mi_QKV_mfma16", "fmha_cutlassF",  # attention
+    "_s16816gemm",
+    "_s1688gemm",
+    "_s1688dgrad",
+    "_s1688fprop",
+    "_s1688wgrad",
+    "_s161616gemm",  # MMA shapes
+    "sm80_xmma_",
+    "sm90_xmma_",
+    "MmaTensorOp",  # cuDNN / cuBLAS xmma (tf32 / bf16), mangled CUTLASS conv
+    "nvjet_tst_",
+    "bmm_Bfloat16_MxE2m1",
+    "bmm_MxE4m3_MxE2m1",  # cuBLAS / trtllm-gen on B200
+    "_MI16x16x1_",
+    "_MI32x32x1_",
+    "igemm_fwd_gtcx2",
+    "igemm_bwd_gtcx2",
+    "igemm_wrw_gtcx2",  # AMD matrix cores
+    "flash_fwd_kernel",
+    "fmhaSm100aKernel",
+    "paged_attention_ll4mi_QKV_mfma16",
+    "fmha_cutlassF",  # attention
     "fort_native_sdpa",
 )
 ATTN_FWD = "attn_fwd"  # AMD's Triton flash attention kernel is named exactly that
 FP32_SIMT_MARKERS = (
-    "volta_sgemm_", "ampere_sgemm_", "simt_sgemm", "scudnn_", "implicit_convolve_sgemm<float",
-    "explicit_convolve_sgemm<float", "wgrad_alg0_engine<float", "dgrad_engine<float", "gemmk1_kernel<float",
+    "volta_sgemm_",
+    "ampere_sgemm_",
+    "simt_sgemm",
+    "scudnn_",
+    "implicit_convolve_sgemm<float",
+    "explicit_convolve_sgemm<float",
+    "wgrad_alg0_engine<float",
+    "dgrad_engine<float",
+    "gemmk1_kernel<float",
 )
 
 
@@ -184,70 +229,120 @@ def test_every_shared_trace_kernel_is_classified_as_labelled(load_shared):
 
 
 RULE_CASES = [  # names seen in the wild that the shared traces lack
-    ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_"
-     "execute_kernel__5x_cublas", "fp32_simt"),  # FP32 with TF32 off: ffma, not tensor cores
-    ("sm80_xmma_fprop_implicit_gemm_indexed_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize64x64x8_stage3_"
-     "warpsize1x4x1_g1_ffma_aligna4_alignc4", "fp32_simt"),
+    (
+        "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_"
+        "execute_kernel__5x_cublas",
+        "fp32_simt",
+    ),  # FP32 with TF32 off: ffma, not tensor cores
+    (
+        "sm80_xmma_fprop_implicit_gemm_indexed_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize64x64x8_stage3_"
+        "warpsize1x4x1_g1_ffma_aligna4_alignc4",
+        "fp32_simt",
+    ),
     ("volta_h884gemm_64x64_ldg8_nn", "tensor_core"),
     ("volta_fp16_s884cudnn_fp16_256x128_ldg8_relu_f2f_exp_small_nhwc2nchw_tn_v1", "tensor_core"),
     ("turing_fp16_s1688gemm_fp16_256x128_ldg8_f2f_tn", "tensor_core"),
     ("turing_int32_i8816gemm_int8_128x128_ldg16_nt", "tensor_core"),
     ("ampere_h16816gemm_256x128_ldg8_stages_32x3_nn", "tensor_core"),
-    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_"
-     "kernel__5x_cublas", "tensor_core"),
-    ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
-     "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<4, "
-     "cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cutlass::gemm::KernelTmaWarpSpecialized> > > >"
-     "(cutlass::gemm::kernel::GemmUniversal::Params)", "tensor_core"),
+    (
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_"
+        "kernel__5x_cublas",
+        "tensor_core",
+    ),
+    (
+        "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
+        "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<4, "
+        "cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cutlass::gemm::KernelTmaWarpSpecialized> > > >"
+        "(cutlass::gemm::kernel::GemmUniversal::Params)",
+        "tensor_core",
+    ),
     ("nvjet_sss_tf32_128x256_TNT", "tensor_core"),
-    ("void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, false, "
-     "cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, "
-     "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float> >"
-     "(cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, "
-     "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float>, float, float)",
-     "fp32_simt"),
-    ("void gemv2T_kernel_val<int, int, __nv_bfloat16, __nv_bfloat16, float, float, 128, 16, 4, 4, false, "
-     "false, cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<__nv_bfloat16 const>, "
-     "cublasGemvTensorStridedBatched<__nv_bfloat16 const>, cublasGemvTensorStridedBatched<__nv_bfloat16>, "
-     "float> >(cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<__nv_bfloat16 const>, "
-     "cublasGemvTensorStridedBatched<__nv_bfloat16 const>, cublasGemvTensorStridedBatched<__nv_bfloat16>, "
-     "float>, float, float)", "other"),  # bf16 GEMV: memory-bound, CUDA cores, but not FP32
-    ("void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true, cublasGemvTensorStridedBatched<float const>, "
-     "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float> >"
-     "(cublasGemmSmallNParams<cublasGemvTensorStridedBatched<float const>, "
-     "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float>)", "fp32_simt"),
-    ("void vllm::paged_attention_v2_kernel<__nv_bfloat16, __nv_bfloat16, 128, 16, 128, "
-     "(vllm::Fp8KVCacheDataType)0, false, 512>(float*, float*, __nv_bfloat16*, __nv_bfloat16 const*, "
-     "__nv_bfloat16 const*, __nv_bfloat16 const*, int, float, int const*, int const*, int, float const*, "
-     "int, int, int, float const*, float const*, int, int, int)", "other"),  # dot products on CUDA cores
-    ("void vllm::paged_attention_v2_reduce_kernel<__nv_bfloat16, 128, 128, 512>(__nv_bfloat16*, "
-     "float const*, float const*, __nv_bfloat16 const*, int const*, int)", "other"),
+    (
+        "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, false, "
+        "cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, "
+        "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float> >"
+        "(cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, "
+        "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float>, float, float)",
+        "fp32_simt",
+    ),
+    (
+        "void gemv2T_kernel_val<int, int, __nv_bfloat16, __nv_bfloat16, float, float, 128, 16, 4, 4, false, "
+        "false, cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<__nv_bfloat16 const>, "
+        "cublasGemvTensorStridedBatched<__nv_bfloat16 const>, cublasGemvTensorStridedBatched<__nv_bfloat16>, "
+        "float> >(cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<__nv_bfloat16 const>, "
+        "cublasGemvTensorStridedBatched<__nv_bfloat16 const>, cublasGemvTensorStridedBatched<__nv_bfloat16>, "
+        "float>, float, float)",
+        "other",
+    ),  # bf16 GEMV: memory-bound, CUDA cores, but not FP32
+    (
+        "void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true, cublasGemvTensorStridedBatched<float const>, "
+        "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float> >"
+        "(cublasGemmSmallNParams<cublasGemvTensorStridedBatched<float const>, "
+        "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float>)",
+        "fp32_simt",
+    ),
+    (
+        "void vllm::paged_attention_v2_kernel<__nv_bfloat16, __nv_bfloat16, 128, 16, 128, "
+        "(vllm::Fp8KVCacheDataType)0, false, 512>(float*, float*, __nv_bfloat16*, __nv_bfloat16 const*, "
+        "__nv_bfloat16 const*, __nv_bfloat16 const*, int, float, int const*, int const*, int, float const*, "
+        "int, int, int, float const*, float const*, int, int, int)",
+        "other",
+    ),  # dot products on CUDA cores
+    (
+        "void vllm::paged_attention_v2_reduce_kernel<__nv_bfloat16, 128, 128, 512>(__nv_bfloat16*, "
+        "float const*, float const*, __nv_bfloat16 const*, int const*, int)",
+        "other",
+    ),
     ("kernel_unified_attention_2d", "tensor_core"),
-    ("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
-     "cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, true, true, false, "
-     "false, true, true, false, false, false>(flash::Flash_fwd_params)", "tensor_core"),
-    ("void flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
-     "cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, 4, 4, false>"
-     "(flash::Flash_fwd_params)", "other"),
-    ("void flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<64, 128, 128, 8, 2, 4, 2, false, false, "
-     "cutlass::half_t, Flash_kernel_traits<64, 128, 128, 8, cutlass::half_t> > >(Flash_bwd_params)", "other"),
-    ("void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<64, 128, 128, 8, 2, 4, 2, "
-     "false, false, cutlass::half_t, Flash_kernel_traits<64, 128, 128, 8, cutlass::half_t> >, true, false, "
-     "false, false, false, false>(Flash_bwd_params)", "tensor_core"),
+    (
+        "void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
+        "cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, true, true, false, "
+        "false, true, true, false, false, false>(flash::Flash_fwd_params)",
+        "tensor_core",
+    ),
+    (
+        "void flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
+        "cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, 4, 4, false>"
+        "(flash::Flash_fwd_params)",
+        "other",
+    ),
+    (
+        "void flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<64, 128, 128, 8, 2, 4, 2, false, false, "
+        "cutlass::half_t, Flash_kernel_traits<64, 128, 128, 8, cutlass::half_t> > >(Flash_bwd_params)",
+        "other",
+    ),
+    (
+        "void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<64, 128, 128, 8, 2, 4, 2, "
+        "false, false, cutlass::half_t, Flash_kernel_traits<64, 128, 128, 8, cutlass::half_t> >, true, false, "
+        "false, false, false, false>(Flash_bwd_params)",
+        "tensor_core",
+    ),
     ("_attn_bwd_preprocess", "other"),
     ("_attn_bwd", "tensor_core"),
     ("void flashinfer::BatchPrefillWithPagedKVCacheKernel<KernelTraits, Params>(Params)", "tensor_core"),
-    ("void flashinfer::BatchDecodeWithPagedKVCacheKernel<PosEncodingMode::kNone, 2u, 4u, 8u, 16u, 1u, 8u, "
-     "AttentionVariant, Params>(Params)", "other"),  # decode runs on CUDA cores
-    ("void ck::kernel_gemm_xdl_cshuffle_v3<GridwiseGemm, true, (InMemoryDataOperationEnum)0, 1, "
-     "(TailNumber)7>(GridwiseGemm::Argument)", "tensor_core"),
-    ("Cijk_Ailk_Bljk_SB_MT64x64x16_SN_1LDSB0_AMAS3_BL1_BS1_EPS1_GLVWA4_GLVWB4_GRVW4_GSU1_ISA908_IU1_K1_KLA_"
-     "LBSPP0_LPA0_LPB0_LRVW4_MDA2_NLCA1_NLCB1_PGR1_PLR1_SIA1_SS1_SU32_SUS256_SVW4_TT4_4_TLDS1_USFGROn1_VAW1_"
-     "VS1_VW4_WG16_16_1_WGM8", "fp32_simt"),  # Tensile single precision without an MI tile: vector ALUs
+    (
+        "void flashinfer::BatchDecodeWithPagedKVCacheKernel<PosEncodingMode::kNone, 2u, 4u, 8u, 16u, 1u, 8u, "
+        "AttentionVariant, Params>(Params)",
+        "other",
+    ),  # decode runs on CUDA cores
+    (
+        "void ck::kernel_gemm_xdl_cshuffle_v3<GridwiseGemm, true, (InMemoryDataOperationEnum)0, 1, "
+        "(TailNumber)7>(GridwiseGemm::Argument)",
+        "tensor_core",
+    ),
+    (
+        "Cijk_Ailk_Bljk_SB_MT64x64x16_SN_1LDSB0_AMAS3_BL1_BS1_EPS1_GLVWA4_GLVWB4_GRVW4_GSU1_ISA908_IU1_K1_KLA_"
+        "LBSPP0_LPA0_LPB0_LRVW4_MDA2_NLCA1_NLCB1_PGR1_PLR1_SIA1_SS1_SU32_SUS256_SVW4_TT4_4_TLDS1_USFGROn1_VAW1_"
+        "VS1_VW4_WG16_16_1_WGM8",
+        "fp32_simt",
+    ),  # Tensile single precision without an MI tile: vector ALUs
     # letters of mma inside ordinary words must not count
     ("void at::native::(anonymous namespace)::gamma_grad_kernel<float>(float*, float const*, long)", "other"),
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::comma_functor, std::array<char*, 2ul> >"
-     "(int, at::native::comma_functor, std::array<char*, 2ul>)", "other"),
+    (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::comma_functor, std::array<char*, 2ul> >"
+        "(int, at::native::comma_functor, std::array<char*, 2ul>)",
+        "other",
+    ),
 ]
 
 
@@ -265,7 +360,8 @@ def test_user_rules_come_first_and_are_named(tmp_path):
     rules_dir = tmp_path / "rules"
     rules_dir.mkdir()
     (rules_dir / "kernel_precision.csv").write_text(
-        "pattern,precision,note\n" + f"^{SGEMM_QK}$,tensor_core,pretend this one is TF32\n")
+        "pattern,precision,note\n" + f"^{SGEMM_QK}$,tensor_core,pretend this one is TF32\n"
+    )
     post_variants(["math"])["math"].write(tmp_path / "math.json.gz")
     with tracekit.load(tmp_path / "math.json.gz") as trace:
         trace.use_rules([rules_dir])
@@ -273,7 +369,10 @@ def test_user_rules_come_first_and_are_named(tmp_path):
         file_of = dict(trace.con.execute("SELECT rule_order, rule_file FROM rule_kernel_precision").fetchall())
     overridden = classes[SGEMM_QK]
     assert (overridden["precision"], overridden["rule"], overridden["rule_order"]) == (
-        "tensor_core", f"^{SGEMM_QK}$", 1)
+        "tensor_core",
+        f"^{SGEMM_QK}$",
+        1,
+    )
     assert overridden["rule_note"] == "pretend this one is TF32"
     assert file_of[1] == str(rules_dir / "kernel_precision.csv")
     assert (classes[SGEMM_PV]["precision"], classes[SGEMM_PV]["rule"]) == ("fp32_simt", "(?i)sgemm")
@@ -308,7 +407,11 @@ def test_launch_api_hand_built(tmp_path):
     got = {r["api"]: tuple(r[c] for c in cols) for r in _rows(trace, "launch_api")}
     assert got == want
     assert [r["api"] for r in _rows(trace, "launch_api")] == [
-        "cudaLaunchKernel", "cudaGraphLaunch", "cuLaunchKernelEx", "cudaMemcpyAsync"]  # by gpu_ns
+        "cudaLaunchKernel",
+        "cudaGraphLaunch",
+        "cuLaunchKernelEx",
+        "cudaMemcpyAsync",
+    ]  # by gpu_ns
     every = {r["api"]: tuple(r[c] for c in cols) for r in _rows(trace, "launch_api", include_orphans=True)}
     assert every == {**want, "(no launch in trace)": (0, 1, None, None, None, 900)}
     share = {r["api"]: r["gpu_share_pct"] for r in _rows(trace, "launch_api")}
@@ -318,8 +421,11 @@ def test_launch_api_hand_built(tmp_path):
 @pytest.mark.parametrize("name", VARIANTS)
 def test_launch_api_on_variants(name, variants):
     trace, v = variants[name]
-    call_ns = {e["args"]["correlation"]: e["dur"] for e in v.builder.events
-               if e.get("cat") in RUNTIME_CATS and "correlation" in e.get("args", {})}
+    call_ns = {
+        e["args"]["correlation"]: e["dur"]
+        for e in v.builder.events
+        if e.get("cat") in RUNTIME_CATS and "correlation" in e.get("args", {})
+    }
     want = defaultdict(lambda: [set(), 0, 0])
     for g in v.truth["gpu_ops"]:
         if not g["orphan"]:
@@ -356,14 +462,16 @@ def _launches_from_json(path):
 @pytest.mark.parametrize("rel", GPU_TRACES)
 def test_launch_api_matches_the_raw_json(rel, shared_dir, load_shared):
     want = _launches_from_json(shared_dir / rel)
-    got = {r["api"]: (r["launches"], r["gpu_ops"], r["cpu_ns"], r["gpu_ns"])
-           for r in _rows(load_shared(rel), "launch_api")}
+    got = {
+        r["api"]: (r["launches"], r["gpu_ops"], r["cpu_ns"], r["gpu_ns"]) for r in _rows(load_shared(rel), "launch_api")
+    }
     assert got == want
 
 
 def test_graph_and_hip_launches_are_their_own_apis(load_shared):
-    sglang = {r["api"]: r for r in _rows(load_shared("tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz"),
-                                        "launch_api")}
+    sglang = {
+        r["api"]: r for r in _rows(load_shared("tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz"), "launch_api")
+    }
     assert sglang["hipGraphLaunch"]["launches"] == 1 and sglang["hipGraphLaunch"]["gpu_ops"] > 500
     assert sglang["hipGraphLaunch"]["ops_per_launch"] == sglang["hipGraphLaunch"]["gpu_ops"]
     mi300 = {r["api"] for r in _rows(load_shared("tracelens/mi300_bert-small_sdpa-flash.json.gz"), "launch_api")}
@@ -382,15 +490,27 @@ def _occupancy(trace, **params):
 def test_the_posts_occupancy_numbers(variants):
     flash = _occupancy(variants["flash"][0])[FLASH_KERNEL]
     assert (flash["block_threads"], flash["registers_per_thread"]) == (128, 255)
-    assert (flash["theoretical_blocks_per_sm"], flash["theoretical_warps_per_sm"], flash["max_warps_per_sm"]) == (2, 8, 64)
+    assert (flash["theoretical_blocks_per_sm"], flash["theoretical_warps_per_sm"], flash["max_warps_per_sm"]) == (
+        2,
+        8,
+        64,
+    )
     assert flash["theoretical_occupancy_pct"] == 12.5 and flash["limiter"] == "registers"
-    assert (flash["reported_occupancy_pct"], flash["occupancy_pct"], flash["occupancy_source"]) == (13.0, 13.0, "reported")
+    assert (flash["reported_occupancy_pct"], flash["occupancy_pct"], flash["occupancy_source"]) == (
+        13.0,
+        13.0,
+        "reported",
+    )
     cudnn = _occupancy(variants["cudnn"][0])[CUDNN_KERNEL]
     assert (cudnn["block_threads"], cudnn["registers_per_thread"]) == (256, 240)
     assert (cudnn["theoretical_blocks_per_sm"], cudnn["theoretical_warps_per_sm"]) == (1, 8)
     assert cudnn["theoretical_occupancy_pct"] == 12.5 and cudnn["limiter"] == "registers"
     # CUPTI's 0 (the kernel needs more than 48 KiB of shared memory) is replaced by the theory
-    assert (cudnn["reported_occupancy_pct"], cudnn["occupancy_pct"], cudnn["occupancy_source"]) == (0.0, 12.5, "theoretical")
+    assert (cudnn["reported_occupancy_pct"], cudnn["occupancy_pct"], cudnn["occupancy_source"]) == (
+        0.0,
+        12.5,
+        "theoretical",
+    )
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -413,20 +533,33 @@ def test_theoretical_occupancy_matches_the_reference(name, variants):
 def _one_kernel_each(b: TraceBuilder, configs, device=0):
     for i, (name, threads, regs, smem) in enumerate(configs):
         corr = b.launch("cudaLaunchKernel", 50_000 * i, 5_000)
-        b.kernel(name, 50_000 * i + 8_000, 2_000, corr, block=(threads, 1, 1), registers_per_thread=regs,
-                 shared_memory=smem, grid=(1000, 1, 1), est_occupancy=1, device=device)
+        b.kernel(
+            name,
+            50_000 * i + 8_000,
+            2_000,
+            corr,
+            block=(threads, 1, 1),
+            registers_per_thread=regs,
+            shared_memory=smem,
+            grid=(1000, 1, 1),
+            est_occupancy=1,
+            device=device,
+        )
 
 
 def test_occupancy_limiters_on_an_a100(tmp_path):
     b = TraceBuilder()
-    _one_kernel_each(b, [
-        ("threads", 1024, 16, 0),   # 32 warps a block, 64 slots: 2 blocks, full
-        ("blocks", 32, 16, 0),      # one warp a block: 32 resident blocks = 32 of 64 warps
-        ("smem", 128, 32, 100 * 1024),  # 100 KiB + 1 KiB reserved: one block in 164 KiB
-        # 40 registers x 96 threads: 1280 registers a warp, 12 warps in each quarter of the register
-        # file, 48 warps = 16 blocks of 3 warps (cuda_occupancy.h); 65536 / (1280 x 3) would say 17
-        ("subpartitions", 96, 40, 0),
-    ])
+    _one_kernel_each(
+        b,
+        [
+            ("threads", 1024, 16, 0),  # 32 warps a block, 64 slots: 2 blocks, full
+            ("blocks", 32, 16, 0),  # one warp a block: 32 resident blocks = 32 of 64 warps
+            ("smem", 128, 32, 100 * 1024),  # 100 KiB + 1 KiB reserved: one block in 164 KiB
+            # 40 registers x 96 threads: 1280 registers a warp, 12 warps in each quarter of the register
+            # file, 48 warps = 16 blocks of 3 warps (cuda_occupancy.h); 65536 / (1280 x 3) would say 17
+            ("subpartitions", 96, 40, 0),
+        ],
+    )
     got = _occupancy(_load(b, tmp_path))
     cols = ("theoretical_blocks_per_sm", "theoretical_warps_per_sm", "theoretical_occupancy_pct", "limiter")
     assert {n: tuple(r[c] for c in cols) for n, r in got.items()} == {
@@ -441,10 +574,24 @@ def test_occupancy_limiters_on_an_a100(tmp_path):
 
 
 def test_occupancy_depends_on_the_architecture(tmp_path):
-    v100 = dict(A100_SXM4_80GB, name="Tesla V100-SXM2-32GB", computeMajor=7, computeMinor=0,
-                sharedMemPerMultiprocessor=98304, sharedMemPerBlockOptin=98304, numSms=80)
-    turing = dict(A100_SXM4_80GB, name="NVIDIA T4", computeMajor=7, computeMinor=5,
-                  maxThreadsPerMultiprocessor=1024, sharedMemPerMultiprocessor=65536, numSms=40)
+    v100 = dict(
+        A100_SXM4_80GB,
+        name="Tesla V100-SXM2-32GB",
+        computeMajor=7,
+        computeMinor=0,
+        sharedMemPerMultiprocessor=98304,
+        sharedMemPerBlockOptin=98304,
+        numSms=80,
+    )
+    turing = dict(
+        A100_SXM4_80GB,
+        name="NVIDIA T4",
+        computeMajor=7,
+        computeMinor=5,
+        maxThreadsPerMultiprocessor=1024,
+        sharedMemPerMultiprocessor=65536,
+        numSms=40,
+    )
     want = {}
     for label, props in (("v100", v100), ("t4", turing)):
         b = TraceBuilder()
@@ -457,8 +604,12 @@ def test_occupancy_depends_on_the_architecture(tmp_path):
     assert want["v100"]["blocks"]["blocks_limit_blocks"] == 32
     # Turing holds 16 resident blocks and 32 warps
     t4 = want["t4"]["blocks"]
-    assert (t4["theoretical_blocks_per_sm"], t4["max_warps_per_sm"], t4["theoretical_occupancy_pct"], t4["limiter"]) == (
-        16, 32, 50.0, "blocks")
+    assert (
+        t4["theoretical_blocks_per_sm"],
+        t4["max_warps_per_sm"],
+        t4["theoretical_occupancy_pct"],
+        t4["limiter"],
+    ) == (16, 32, 50.0, "blocks")
 
 
 def test_a_single_device_is_used_whatever_its_index(tmp_path):
@@ -482,8 +633,12 @@ def test_reported_occupancy_is_kinetos_estimate_from_our_theory(rel, shared_dir,
     the GPU that checks the theory itself."""
     events, doc = _raw(shared_dir / rel)
     props = {p["id"]: p for p in doc["deviceProperties"]}
-    theory = {(r["name"], r["device"], r["block_threads"], r["registers_per_thread"], r["shared_memory_bytes"]):
-              r["theoretical_blocks_per_sm"] for r in _rows(load_shared(rel), "occupancy")}
+    theory = {
+        (r["name"], r["device"], r["block_threads"], r["registers_per_thread"], r["shared_memory_bytes"]): r[
+            "theoretical_blocks_per_sm"
+        ]
+        for r in _rows(load_shared(rel), "occupancy")
+    }
     checked = binding = 0
     for e in events:
         if e.get("ph") != "X" or e.get("cat") not in ("kernel", "Kernel"):
@@ -510,8 +665,15 @@ def test_amd_kernels_get_no_theoretical_occupancy(load_shared):
     rows = _rows(load_shared("tracelens/mi300_bert-small_sdpa-flash.json.gz"), "occupancy")
     assert rows and all(r["device_name"] == "AMD Instinct MI300X VF" for r in rows)  # device 2 -> the only device
     assert all(r["block_threads"] for r in rows)
-    for col in ("registers_per_thread", "reported_occupancy_pct", "theoretical_blocks_per_sm",
-                "theoretical_occupancy_pct", "limiter", "occupancy_pct", "occupancy_source"):
+    for col in (
+        "registers_per_thread",
+        "reported_occupancy_pct",
+        "theoretical_blocks_per_sm",
+        "theoretical_occupancy_pct",
+        "limiter",
+        "occupancy_pct",
+        "occupancy_source",
+    ):
         assert all(r[col] is None for r in rows), col
 
 
@@ -527,15 +689,25 @@ def _expected_steps(steps):
     for (n, cpu, ops), k in zip(steps, kernel_ns):
         busy = _union([(s, e) for s, e, _ in ops])
         span = max(e for _, e, _ in ops) - min(s for s, _, _ in ops) if ops else 0
-        out.append({
-            "step": n, "step_name": f"ProfilerStep#{n}", "cpu_ns": cpu, "gpu_ops": len(ops),
-            "step_thread_gpu_ops": sum(1 for *_, same in ops if same), "kernel_ns": k, "busy_ns": busy,
-            "span_ns": span, "idle_ns": span - busy, "busy_pct": round(100 * busy / span, 3) if span else None,
-            "kernel_ns_mean": round(mean, 3), "kernel_ns_median": round(median, 3),
-            "kernel_ns_stddev": None if sd is None else round(sd, 3),
-            "kernel_ns_cv_pct": None if sd is None else round(100 * sd / mean, 3),
-            "kernel_ns_vs_median_pct": round(100 * (k - median) / median, 3) if median else None,
-        })
+        out.append(
+            {
+                "step": n,
+                "step_name": f"ProfilerStep#{n}",
+                "cpu_ns": cpu,
+                "gpu_ops": len(ops),
+                "step_thread_gpu_ops": sum(1 for *_, same in ops if same),
+                "kernel_ns": k,
+                "busy_ns": busy,
+                "span_ns": span,
+                "idle_ns": span - busy,
+                "busy_pct": round(100 * busy / span, 3) if span else None,
+                "kernel_ns_mean": round(mean, 3),
+                "kernel_ns_median": round(median, 3),
+                "kernel_ns_stddev": None if sd is None else round(sd, 3),
+                "kernel_ns_cv_pct": None if sd is None else round(100 * sd / mean, 3),
+                "kernel_ns_vs_median_pct": round(100 * (k - median) / median, 3) if median else None,
+            }
+        )
     return out
 
 
@@ -576,8 +748,11 @@ def test_step_summary_hand_built(tmp_path):
 @pytest.mark.parametrize("name", VARIANTS)
 def test_step_summary_on_variants(name, variants):
     trace, v = variants[name]
-    cpu = {e["name"]: e["dur"] for e in v.builder.events
-           if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")}
+    cpu = {
+        e["name"]: e["dur"]
+        for e in v.builder.events
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+    }
     steps = []
     for step_name in v.truth["steps"]:
         n = int(step_name.split("#")[1])
@@ -594,15 +769,27 @@ def test_step_summary_matches_the_raw_json(rel, shared_dir, load_shared):
     for e in events:
         if e.get("ph") == "X" and e.get("cat") in GPU_CATS:
             gpu[e["args"]["correlation"]].append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])))
-    calls = [e for e in events if e.get("ph") == "X" and e.get("cat") in RUNTIME_CATS
-             and (e.get("args") or {}).get("correlation") in gpu]
+    calls = [
+        e
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in RUNTIME_CATS and (e.get("args") or {}).get("correlation") in gpu
+    ]
     steps = []
-    for s in sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
-                     and e["name"].startswith("ProfilerStep#")), key=lambda e: int(e["name"].split("#")[1])):
+    for s in sorted(
+        (
+            e
+            for e in events
+            if e.get("ph") == "X" and e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+        ),
+        key=lambda e: int(e["name"].split("#")[1]),
+    ):
         lo, hi = _ns(s["ts"]), _ns(s["ts"]) + _ns(s["dur"])
-        ops = [(start, end, str(c["tid"]) == str(s["tid"]))
-               for c in calls if c["pid"] == s["pid"] and lo <= _ns(c["ts"]) < hi
-               for start, end in gpu[c["args"]["correlation"]]]
+        ops = [
+            (start, end, str(c["tid"]) == str(s["tid"]))
+            for c in calls
+            if c["pid"] == s["pid"] and lo <= _ns(c["ts"]) < hi
+            for start, end in gpu[c["args"]["correlation"]]
+        ]
         steps.append((int(s["name"].split("#")[1]), _ns(s["dur"]), ops))
     rows = _steps(load_shared(rel))
     assert rows == _expected_steps(steps)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import duckdb
 import pytest
+from synthetic import post_variants
 
 import tracekit
 from tracekit import api, database, queries
 from tracekit.cli import main
-from synthetic import post_variants
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ expected number below is computed by the builder, independently of tracekit.
 from __future__ import annotations
 
 import pytest
-
-import tracekit
 from conftest import VARIANTS, load_post_variants
 from synthetic import TraceBuilder
+
+import tracekit
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["modern", "legacy"])

@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import require_shared
+from synthetic import post_variants
 
 import tracekit
 from tracekit import queries
 from tracekit.cli import cli
-from conftest import require_shared
-from synthetic import post_variants
 
 GOLDEN = Path(__file__).parent / "golden"
 SHIPPED = sorted(queries.library().values(), key=lambda q: q.id)
+
 
 # Inputs for golden runs: name -> function returning a path (made on demand).
 # synthetic_<variant> is one of the post's variants built by tests/synthetic.py.

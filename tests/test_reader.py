@@ -17,8 +17,16 @@ from tracekit import reader
 
 def events(n, text="x"):
     return [
-        {"ph": "X", "cat": "cpu_op", "name": f"{text}{i}", "pid": 1, "tid": 1, "ts": 1000 + i + 0.125, "dur": 0.5,
-         "args": {"External id": i, "Input Dims": [[i, 2], []]}}
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"{text}{i}",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1000 + i + 0.125,
+            "dur": 0.5,
+            "args": {"External id": i, "Input Dims": [[i, 2], []]},
+        }
         for i in range(n)
     ]
 
@@ -26,7 +34,8 @@ def events(n, text="x"):
 def loaded_names(path):
     with tracekit.load(path) as trace:
         return trace.sql("SELECT name FROM events ORDER BY ordinal")["name"].to_list(), trace.sql(
-            "SELECT metadata FROM traces")["metadata"][0]
+            "SELECT metadata FROM traces"
+        )["metadata"][0]
 
 
 @pytest.fixture(autouse=True)
@@ -40,15 +49,20 @@ def test_keys_before_and_after_the_array_with_arrays_after_it(tmp_path, gz):
     # TraceLens writes deviceProperties (an array of objects) after traceEvents.
     ev = events(300)
     text = (
-        '{"metadata": {"a": [1, "]"]}, "traceEvents": ' + json.dumps(ev, indent=2)
+        '{"metadata": {"a": [1, "]"]}, "traceEvents": '
+        + json.dumps(ev, indent=2)
         + ', "deviceProperties": [{"id": 0, "name": "GPU ]}, {"}, {"id": 1}], "traceName": "t]", "n": [[1], [2]]}'
     )
     path = tmp_path / ("t.json.gz" if gz else "t.json")
     path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
     names, meta = loaded_names(path)
     assert names == [e["name"] for e in ev]
-    assert json.loads(meta) == {"metadata": {"a": [1, "]"]}, "deviceProperties": [{"id": 0, "name": "GPU ]}, {"},
-                                {"id": 1}], "traceName": "t]", "n": [[1], [2]]}
+    assert json.loads(meta) == {
+        "metadata": {"a": [1, "]"]},
+        "deviceProperties": [{"id": 0, "name": "GPU ]}, {"}, {"id": 1}],
+        "traceName": "t]",
+        "n": [[1], [2]],
+    }
 
 
 def test_many_parts_keep_order_and_count(tmp_path, monkeypatch):
@@ -103,7 +117,6 @@ def test_nanosecond_fractions_and_epoch_timestamps_are_exact(tmp_path):
     path.write_text(text)
     with tracekit.load(path) as trace:
         assert trace.sql("SELECT ts_ns, dur_ns FROM slices").row(0) == (1623142623460016123, 1)
-
 
 
 def test_every_category_spelling_maps_to_its_kind(tmp_path):

@@ -31,12 +31,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from synthetic import post_variants
 
 import tracekit
 from tracekit import diff, findings, report
 from tracekit.cli import cli, main
 from tracekit.report_render import fmt
-from synthetic import post_variants
 
 ORDER = ("inplace", "naive", "math", "efficient", "flash", "cudnn")
 
@@ -62,8 +62,13 @@ def made(variants, tmp_path_factory):
     env = {"COLUMNS": "100", "TRACEKIT_CACHE_DIR": str(d / "cache")}
     result = CliRunner().invoke(cli, args, env=env, catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return {"terminal": result.stdout, "stderr": result.stderr, "html_path": html_path,
-            "html": html_path.read_text(encoding="utf-8"), "json": json.loads(json_path.read_text())}
+    return {
+        "terminal": result.stdout,
+        "stderr": result.stderr,
+        "html_path": html_path,
+        "html": html_path.read_text(encoding="utf-8"),
+        "json": json.loads(json_path.read_text()),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -161,8 +166,9 @@ def expected_headline(trace) -> dict:
         "reported_occupancy_pct": _weighted(occ, "reported_occupancy_pct"),
         "theoretical_occupancy_pct": _weighted(occ, "theoretical_occupancy_pct"),
         "idle_pct": 100.0 * timeline["idle_ns"] / timeline["span_ns"],
-        "stage_share_pct": {r["stage"]: r["share_pct"] for r in trace.query("stage_breakdown").to_dicts()
-                            if r["gpu_ops"]},
+        "stage_share_pct": {
+            r["stage"]: r["share_pct"] for r in trace.query("stage_breakdown").to_dicts() if r["gpu_ops"]
+        },
     }
 
 
@@ -254,8 +260,14 @@ def test_terminal_report_fits_100_columns(made):
     lines = made["terminal"].splitlines()
     assert max(len(line) for line in lines) <= 100
     text = made["terminal"]
-    for needle in ("146.8 µs", "186.3 µs", "3.70x", "cuLaunchKernelEx", "What stands out",
-                   "math vs inplace, by stage (per attention call; tracekit diff)"):
+    for needle in (
+        "146.8 µs",
+        "186.3 µs",
+        "3.70x",
+        "cuLaunchKernelEx",
+        "What stands out",
+        "math vs inplace, by stage (per attention call; tracekit diff)",
+    ):
         assert needle in text, needle
     assert "\x1b[" not in text  # no colour codes when piped
     assert "\r" not in made["stderr"]  # no progress when piped
@@ -264,8 +276,11 @@ def test_terminal_report_fits_100_columns(made):
 def test_json_comparison_is_tracekit_diff(made, variants):
     comparison = made["json"]["comparison"]
     assert comparison["against"] == "inplace" and comparison["per_call"] is True
-    result = CliRunner().invoke(cli, ["diff", str(variants["inplace"][0]), str(variants["math"][0]), "--per-call",
-                                      "-f", "json"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli,
+        ["diff", str(variants["inplace"][0]), str(variants["math"][0]), "--per-call", "-f", "json"],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0
     assert comparison["tables"]["math"] == json.loads(result.output)
     assert '<table class="diff" data-trace="math">' in made["html"]
@@ -273,8 +288,9 @@ def test_json_comparison_is_tracekit_diff(made, variants):
 
 def test_diff_by_stage_and_kernel_against_the_truth(variants):
     inplace, math = variants["inplace"][1], variants["math"][1]
-    result = CliRunner().invoke(cli, ["diff", str(variants["inplace"][0]), str(variants["math"][0]), "-f", "json"],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli, ["diff", str(variants["inplace"][0]), str(variants["math"][0]), "-f", "json"], catch_exceptions=False
+    )
     rows = json.loads(result.output)
     assert result.exit_code == 0
     by_stage = {r["stage"]: r for r in rows}
@@ -287,8 +303,11 @@ def test_diff_by_stage_and_kernel_against_the_truth(variants):
     assert impacts == sorted(impacts, reverse=True)
     assert by_stage["layout"]["change"] == "added" and by_stage["layout"]["delta_pct"] is None
 
-    result = CliRunner().invoke(cli, ["diff", str(variants["inplace"][0]), str(variants["math"][0]),
-                                      "--by", "kernel", "-f", "csv"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli,
+        ["diff", str(variants["inplace"][0]), str(variants["math"][0]), "--by", "kernel", "-f", "csv"],
+        catch_exceptions=False,
+    )
     lines = result.output.splitlines()
     assert lines[0] == "name,change,a_gpu_ops,b_gpu_ops,a_ns,b_ns,delta_ns,delta_pct,ratio"
     change = {line.split(",")[0]: line.split(",")[1] for line in lines[1:] if not line.startswith('"')}
@@ -316,9 +335,24 @@ def test_diff_matches_by_stage_across_devices(load_shared):
 
 def test_diff_per_call_without_calls_is_a_one_line_error(tmp_path, capsys):
     path = tmp_path / "tiny.json"
-    path.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 104.0, "dur": 3.5,
-         "args": {"correlation": 5, "stream": 7, "device": 0}}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": "gemm",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": 104.0,
+                        "dur": 3.5,
+                        "args": {"correlation": 5, "stream": 7, "device": 0},
+                    }
+                ]
+            }
+        )
+    )
     assert main(["diff", str(path), str(path), "--per-call"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("Error: ") and "has no attention calls" in err and err.count("\n") == 1
@@ -361,13 +395,22 @@ def test_report_progress_shows_on_a_terminal_only(monkeypatch):
 
 def test_every_finding_has_a_query_and_a_row():
     rules = findings.rules()
-    assert {r.id for r in rules} == {"memcpy_in_attention", "fp32_simt_gemm", "zero_reported_occupancy",
-                                     "cpu_bound_calls", "orphan_gpu_ops"}
+    assert {r.id for r in rules} == {
+        "memcpy_in_attention",
+        "fp32_simt_gemm",
+        "zero_reported_occupancy",
+        "cpu_bound_calls",
+        "orphan_gpu_ops",
+    }
     for r in rules:
         assert r.severity in findings.SEVERITIES and r.title and not r.title.endswith(".")
-    assert findings.message("{rows} op(s), {sum_dur_ns:us}, {name:short}",
-                            [{"name": "k" * 80, "dur_ns": 1500}, {"name": "x", "dur_ns": 500}]) == \
-        "2 op(s), 2.0 µs, " + "k" * 59 + "…"
+    assert (
+        findings.message(
+            "{rows} op(s), {sum_dur_ns:us}, {name:short}",
+            [{"name": "k" * 80, "dur_ns": 1500}, {"name": "x", "dur_ns": 500}],
+        )
+        == "2 op(s), 2.0 µs, " + "k" * 59 + "…"
+    )
     with pytest.raises(tracekit.TracekitError, match="cannot be filled"):
         findings.message("{missing}", [{"a": 1}])
 
@@ -392,8 +435,11 @@ def _browser() -> str:
         return found
     why = "apt-get is not available"
     if shutil.which("apt-get"):
-        for cmd in (["apt-get", "install", "-y", "chromium"], ["apt-get", "update"],
-                    ["apt-get", "install", "-y", "chromium"]):
+        for cmd in (
+            ["apt-get", "install", "-y", "chromium"],
+            ["apt-get", "update"],
+            ["apt-get", "install", "-y", "chromium"],
+        ):
             try:
                 run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
             except (OSError, subprocess.TimeoutExpired) as exc:
@@ -410,9 +456,22 @@ def _browser() -> str:
 
 def _chromium(browser: str, tmp: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
     profile = tmp / f"profile{len(list(tmp.glob('profile*')))}"
-    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *extra, url]
+    cmd = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        *extra,
+        url,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
 
 
@@ -427,8 +486,8 @@ def _png_pixels(path: Path) -> tuple[int, int, int, list[bytearray]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, width = 8, b"", 0
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, color = struct.unpack(">IIBB", body[:10])
             assert depth == 8 and color in (2, 6), (depth, color)
@@ -441,7 +500,7 @@ def _png_pixels(path: Path) -> tuple[int, int, int, list[bytearray]]:
     rows, prev = [], bytearray(stride)
     for y in range(height):
         start = y * (stride + 1)
-        kind, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
+        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
         if kind == 1:
             for i in range(channels, stride):
                 line[i] = (line[i] + line[i - channels]) & 255
@@ -479,11 +538,14 @@ def test_html_renders_in_headless_chromium(made, tmp_path):
     assert _console_lines(run.stderr, url) == []
     width, height, channels, rows = _png_pixels(shot)
     assert (width, height) == (1280, 2000)
-    lum = [(r[i] * 299 + r[i + 1] * 587 + r[i + 2] * 114) // 1000
-           for r in rows[::8] for i in range(0, width * channels, 8 * channels)]
+    lum = [
+        (r[i] * 299 + r[i + 1] * 587 + r[i + 2] * 114) // 1000
+        for r in rows[::8]
+        for i in range(0, width * channels, 8 * channels)
+    ]
     mean = sum(lum) / len(lum)
     variance = sum((v - mean) ** 2 for v in lum) / len(lum)
-    colours = {bytes(r[i:i + 3]) for r in rows[::8] for i in range(0, width * channels, 8 * channels)}
+    colours = {bytes(r[i : i + 3]) for r in rows[::8] for i in range(0, width * channels, 8 * channels)}
     assert variance > 100 and len(colours) > 20, (variance, len(colours))
 
     dom = _chromium(browser, tmp_path, url, "--dump-dom")
@@ -498,5 +560,6 @@ def test_html_renders_in_headless_chromium(made, tmp_path):
     assert drawn == sum(len(t["timeline"]) for t in made["json"]["traces"])
     points = sum(1 for t in made["json"]["traces"] for c in t["calls"] if c["flops"])
     assert sum(1 for tag, a in p.tags if tag == "circle" and a.get("class") == "pt") == points + sum(
-        len(t["steps"]) for t in made["json"]["traces"])
+        len(t["steps"]) for t in made["json"]["traces"]
+    )
     assert p.cells[("flash", "gpu_ns_per_call")]["text"] == "146.8 µs"  # the browser's DOM, not our string

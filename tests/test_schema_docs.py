@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from synthetic import post_variants
 
 import tracekit
 from tracekit.schema import TABLES
-from synthetic import post_variants
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +18,12 @@ def trace(tmp_path_factory):
 
 
 def test_every_table_is_documented_and_exists(trace):
-    actual = {name for (name,) in trace.con.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+    actual = {
+        name
+        for (name,) in trace.con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+        ).fetchall()
+    }
     assert actual == set(TABLES)
 
 

@@ -9,7 +9,6 @@ from collections import Counter
 from decimal import Decimal
 
 import pytest
-
 from conftest import SHARED_TRACES
 
 
@@ -50,11 +49,16 @@ def test_args_and_top_level_keys_are_kept(rel, shared_dir, load_shared):
     doc, events = raw_events(shared_dir / rel)
     trace = load_shared(rel)
     with_args = sum(1 for e in events if "args" in e)
-    assert trace.sql("SELECT count(*) AS n FROM events e JOIN "
-                     "(SELECT id, args FROM slices UNION ALL SELECT id, args FROM instants UNION ALL "
-                     " SELECT id, args FROM flows UNION ALL SELECT id, args FROM metadata_events UNION ALL "
-                     " SELECT id, args FROM counters UNION ALL SELECT id, args FROM other_events) a USING (id) "
-                     "WHERE a.args IS NOT NULL")["n"][0] == with_args
+    assert (
+        trace.sql(
+            "SELECT count(*) AS n FROM events e JOIN "
+            "(SELECT id, args FROM slices UNION ALL SELECT id, args FROM instants UNION ALL "
+            " SELECT id, args FROM flows UNION ALL SELECT id, args FROM metadata_events UNION ALL "
+            " SELECT id, args FROM counters UNION ALL SELECT id, args FROM other_events) a USING (id) "
+            "WHERE a.args IS NOT NULL"
+        )["n"][0]
+        == with_args
+    )
     meta = json.loads(trace.sql("SELECT metadata FROM traces")["metadata"][0])
     if isinstance(doc, dict):
         assert set(meta) == set(doc) - {"traceEvents"}
@@ -104,15 +108,27 @@ def test_every_launch_link_agrees_with_its_ac2g_flow(rel, load_shared):
 
 def test_legacy_categories_normalize(load_shared):
     trace = load_shared("kineto/v100_resnet50_2021_legacy.json.gz")
-    kinds = dict(trace.sql("SELECT cat, list(DISTINCT kind ORDER BY kind) AS kinds FROM events "
-                           "WHERE cat IS NOT NULL GROUP BY cat").rows())
-    assert kinds == {"Operator": ["cpu_op", "user_annotation"], "Runtime": ["runtime"], "Kernel": ["kernel"],
-                     "Memcpy": ["memcpy"], "Memset": ["memset"], "async": ["ac2g"], "Trace": ["trace_span"]}
+    kinds = dict(
+        trace.sql(
+            "SELECT cat, list(DISTINCT kind ORDER BY kind) AS kinds FROM events WHERE cat IS NOT NULL GROUP BY cat"
+        ).rows()
+    )
+    assert kinds == {
+        "Operator": ["cpu_op", "user_annotation"],
+        "Runtime": ["runtime"],
+        "Kernel": ["kernel"],
+        "Memcpy": ["memcpy"],
+        "Memset": ["memset"],
+        "async": ["ac2g"],
+        "Trace": ["trace_span"],
+    }
     # 2021 record_function ranges were filed as Operator; they are annotations again.
     steps = trace.sql("SELECT DISTINCT annotations[1] AS a FROM gpu_ops WHERE len(annotations) > 0 ORDER BY a")["a"]
     assert steps.to_list() == sorted(f"ProfilerStep#{n}" for n in range(5, 11))
-    linked = trace.sql("SELECT count(*) FILTER (WHERE NOT orphan) AS l, count(*) AS n, "
-                       "count(*) FILTER (WHERE external_id IS NULL) AS no_ext FROM gpu_ops").to_dicts()[0]
+    linked = trace.sql(
+        "SELECT count(*) FILTER (WHERE NOT orphan) AS l, count(*) AS n, "
+        "count(*) FILTER (WHERE external_id IS NULL) AS no_ext FROM gpu_ops"
+    ).to_dicts()[0]
     assert linked == {"l": 9096, "n": 9096, "no_ext": 0}  # lowercase "external id" is read too
 
 
@@ -141,16 +157,18 @@ def test_launch_stack_and_annotations(load_shared):
 
 
 def test_rank_from_distributed_info(load_shared):
-    assert load_shared("hta/cpu_only_rank34.json.gz").sql("SELECT rank, world_size, rank_source FROM traces").rows() == [
-        (34, 300, "distributedInfo")
-    ]
+    assert load_shared("hta/cpu_only_rank34.json.gz").sql(
+        "SELECT rank, world_size, rank_source FROM traces"
+    ).rows() == [(34, 300, "distributedInfo")]
     assert load_shared("hta/legacy_runtime_kernel_cats.json.gz").sql("SELECT rank FROM traces").rows() == [(1,)]
 
 
 def test_devices_table(load_shared):
-    rows = load_shared("tracelens/h100_bert-small_sdpa-flash.json.gz").sql(
-        "SELECT device, name, num_sms, warp_size FROM devices"
-    ).rows()
+    rows = (
+        load_shared("tracelens/h100_bert-small_sdpa-flash.json.gz")
+        .sql("SELECT device, name, num_sms, warp_size FROM devices")
+        .rows()
+    )
     assert rows and rows[0][1].startswith("NVIDIA H100") and rows[0][2] == 132 and rows[0][3] == 32
 
 

@@ -59,10 +59,15 @@ def small_trace(legacy: bool = False, origin_ns: int = syn.DEFAULT_ORIGIN_NS) ->
     b.orphan_kernel("orphan_k", 0, 4_000)
     step = b.profiler_step(1, 10_000, None)
     b.python_function("train.py(10): <module>", 10_500, 80_000)
-    b.op_with_kernels("aten::mm", 12_000, [
-        ("gemm_a", 30_000, 10_000, {"grid": (8, 16, 5), "registers_per_thread": 122}),
-        ("Memcpy DtoD (Device -> Device)", 35_000, 10_000, {"bytes": 1 << 20, "stream": 9}),
-    ], children=("aten::empty",))
+    b.op_with_kernels(
+        "aten::mm",
+        12_000,
+        [
+            ("gemm_a", 30_000, 10_000, {"grid": (8, 16, 5), "registers_per_thread": 122}),
+            ("Memcpy DtoD (Device -> Device)", 35_000, 10_000, {"bytes": 1 << 20, "stream": 9}),
+        ],
+        children=("aten::empty",),
+    )
     b.graph_launch(47_000, [("g1", 50_000, 2_000), ("g2", 52_000, 1_500)], external_id=step)
     corr = b.launch("cudaMemsetAsync", 56_000, 3_000, external_id=step)
     b.memset(60_000, 1_000, corr, bytes=512, external_id=step)
@@ -88,6 +93,7 @@ def written(request, tmp_path):
 
 # ---- file format ------------------------------------------------------------
 
+
 def test_written_files_parse_and_equal_to_dict(tmp_path):
     b = small_trace()
     for name in ("t.json", "t.json.gz"):
@@ -96,11 +102,21 @@ def test_written_files_parse_and_equal_to_dict(tmp_path):
     assert plain == json.loads(gzip.open(tmp_path / "t.json.gz", "rt").read()) == b.to_dict()
     assert gzip.open(tmp_path / "t.json.gz").read(1) == b"{"  # really gzip-compressed, not plain
     # Kineto's key layout: metadata, then traceEvents, then the trailer keys.
-    assert list(plain) == ["schemaVersion", "deviceProperties", "traceEvents", "traceName",
-                           "displayTimeUnit", "baseTimeNanoseconds"]
+    assert list(plain) == [
+        "schemaVersion",
+        "deviceProperties",
+        "traceEvents",
+        "traceName",
+        "displayTimeUnit",
+        "baseTimeNanoseconds",
+    ]
     dev = plain["deviceProperties"][0]
-    assert (dev["name"], dev["numSms"], dev["regsPerMultiprocessor"], dev["computeMajor"]) == \
-        ("NVIDIA A100-SXM4-80GB", 108, 65536, 8)
+    assert (dev["name"], dev["numSms"], dev["regsPerMultiprocessor"], dev["computeMajor"]) == (
+        "NVIDIA A100-SXM4-80GB",
+        108,
+        65536,
+        8,
+    )
 
 
 def test_ts_and_dur_have_exactly_three_decimals():
@@ -129,9 +145,21 @@ def test_kineto_event_shapes():
     events = load(b.dumps())["traceEvents"]
     kernel = next(e for e in events if e.get("cat") == "kernel" and e["name"] == "gemm_a")
     assert list(kernel) == ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args"]
-    assert list(kernel["args"]) == ["External id", "queued", "device", "context", "stream", "correlation",
-                                    "registers per thread", "shared memory", "blocks per SM",
-                                    "warps per SM", "grid", "block", "est. achieved occupancy %"]
+    assert list(kernel["args"]) == [
+        "External id",
+        "queued",
+        "device",
+        "context",
+        "stream",
+        "correlation",
+        "registers per thread",
+        "shared memory",
+        "blocks per SM",
+        "warps per SM",
+        "grid",
+        "block",
+        "est. achieved occupancy %",
+    ]
     assert kernel["args"]["blocks per SM"] == Decimal("5.925926")  # 640 blocks / 108 SMs, %f
     op = next(e for e in events if e.get("name") == "aten::mm")
     assert list(op["args"]) == ["External id", "Record function id", "Ev Idx"]
@@ -147,13 +175,18 @@ def test_kineto_event_shapes():
     assert (instants["Record Window End"]["pid"], instants["Record Window End"]["tid"]) == ("", "")
     assert instants["Iteration Start: PyTorch Profiler"]["ts"] == span["ts"]
     meta = {(e["name"], e["pid"], e["tid"]) for e in events if e["ph"] == "M"}
-    assert {("process_labels", 0, 0), ("thread_name", 0, 7), ("thread_name", 0, 9),
-            ("thread_name", b.pid, b.pid)} <= meta
+    assert {
+        ("process_labels", 0, 0),
+        ("thread_name", 0, 7),
+        ("thread_name", 0, 9),
+        ("thread_name", b.pid, b.pid),
+    } <= meta
     sync = next(e for e in events if e.get("cat") == "cuda_sync")
     assert (sync["pid"], sync["tid"], sync["args"]["cuda_sync_kind"]) == (0, -1, "Context Sync")
 
 
 # ---- flows, correlation, nesting ------------------------------------------
+
 
 def test_each_flow_start_sits_on_its_launch(written):
     _, trace = written
@@ -238,6 +271,7 @@ def test_unclosed_or_inverted_ops_are_refused():
 
 # ---- truth ------------------------------------------------------------------
 
+
 def test_truth_equals_a_recount_of_the_written_events(written):
     b, trace = written
     events = trace["traceEvents"]
@@ -247,8 +281,11 @@ def test_truth_equals_a_recount_of_the_written_events(written):
     gpu = [e for e in events if e.get("cat") in GPU_CATS]
     runtime = {e["args"]["correlation"] for e in events if e.get("cat") in LAUNCH_CATS}
     linked = [e for e in gpu if e["args"]["correlation"] in runtime]
-    assert (truth["gpu_ops"], truth["gpu_ops_linked"], truth["gpu_ops_orphan"]) == \
-        (len(gpu), len(linked), len(gpu) - len(linked)) == (6, 5, 1)
+    assert (
+        (truth["gpu_ops"], truth["gpu_ops_linked"], truth["gpu_ops_orphan"])
+        == (len(gpu), len(linked), len(gpu) - len(linked))
+        == (6, 5, 1)
+    )
     per_name = {}
     for e in gpu:
         k = per_name.setdefault(e["name"], {"count": 0, "total_ns": 0})
@@ -264,8 +301,7 @@ def test_truth_equals_a_recount_of_the_written_events(written):
 def test_legacy_schema():
     events = load(small_trace(legacy=True).dumps())["traceEvents"]
     cats = {e.get("cat") for e in events}
-    assert cats == {"Operator", "Runtime", "Kernel", "Memcpy", "Memset", "async",
-                    "python_function", "Trace", None}
+    assert cats == {"Operator", "Runtime", "Kernel", "Memcpy", "Memset", "async", "python_function", "Trace", None}
     for e in events:
         if e.get("cat") in {"Runtime", "Kernel", "Memcpy", "Memset"}:
             assert "external id" in e["args"] and "External id" not in e["args"]
@@ -304,8 +340,9 @@ def regions_with_gpu_ops(events, region):
     launch_ts = {e["args"]["correlation"]: ns(e["ts"]) for e in events if e.get("cat") in LAUNCH_CATS}
     gpu = [e for e in events if e.get("cat") in GPU_CATS]
     out = []
-    for r in sorted((e for e in events if e.get("cat") == "user_annotation" and e["name"] == region),
-                    key=lambda e: e["ts"]):
+    for r in sorted(
+        (e for e in events if e.get("cat") == "user_annotation" and e["name"] == region), key=lambda e: e["ts"]
+    ):
         lo, hi = ns(r["ts"]), ns(r["ts"]) + ns(r["dur"])
         out.append((r, [g for g in gpu if lo <= launch_ts.get(g["args"]["correlation"], -1) <= hi]))
     return out
@@ -323,16 +360,18 @@ def test_variants_have_the_posts_structure(variants):
         assert region["occurrences"] == 3 and region["gpu_ops_per_occurrence"] == POST_GPU_OPS[name]
         assert region["gpu_time_ns"] == [sum(ns(g["dur"]) for g in ops) for _, ops in occurrences]
         assert region["cpu_time_ns"] == [ns(r["dur"]) for r, _ in occurrences]
-        steps = sorted(e["name"] for e in events if e.get("cat") == "user_annotation"
-                       and e["name"].startswith("ProfilerStep#"))
+        steps = sorted(
+            e["name"] for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+        )
         assert steps == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
         assert truth["region"] == ("attn_fwd" if name in ("naive", "inplace") else "sdpa_fwd")
         # the region's first op opens 228 µs late at step 2 (cold start), 5 µs later on
         first_ops = []
         for r, _ in occurrences:
             lo, hi = ns(r["ts"]), ns(r["ts"]) + ns(r["dur"])
-            first_ops.append(min(ns(e["ts"]) for e in events if e.get("cat") == "cpu_op"
-                                 and lo < ns(e["ts"]) < hi) - lo)
+            first_ops.append(
+                min(ns(e["ts"]) for e in events if e.get("cat") == "cpu_op" and lo < ns(e["ts"]) < hi) - lo
+            )
         assert first_ops == region["first_op_gap_ns"] == [228_000, 5_000, 5_000]
 
 
@@ -347,8 +386,11 @@ def test_variant_kernel_names_and_launches(variants):
         return [e for e in variants[name][1] if e.get("cat") in GPU_CATS]
 
     def launch_of(name, kernel):
-        return next(e for e in variants[name][1] if e.get("cat") in LAUNCH_CATS
-                    and e["args"]["correlation"] == kernel["args"]["correlation"])
+        return next(
+            e
+            for e in variants[name][1]
+            if e.get("cat") in LAUNCH_CATS and e["args"]["correlation"] == kernel["args"]["correlation"]
+        )
 
     copies = [e for e in gpu("naive") if e["name"] == "Memcpy DtoD (Device -> Device)"]
     assert len(copies) == 3 and all(launch_of("naive", c)["name"] == "cudaMemcpyAsync" for c in copies)
@@ -367,8 +409,13 @@ def test_variant_kernel_names_and_launches(variants):
         launch = launch_of("cudnn", k)
         assert (launch["name"], launch["cat"], launch["args"]["cbid"]) == ("cuLaunchKernelEx", "cuda_driver", 652)
     a = cudnn[1]["args"]
-    assert (a["registers per thread"], a["block"], a["est. achieved occupancy %"], a["blocks per SM"],
-            a["warps per SM"]) == (240, [256, 1, 1], 0, 0, 0)
+    assert (
+        a["registers per thread"],
+        a["block"],
+        a["est. achieved occupancy %"],
+        a["blocks per SM"],
+        a["warps per SM"],
+    ) == (240, [256, 1, 1], 0, 0, 0)
     flash = [e for e in gpu("flash") if "flash_fwd_kernel" in e["name"]]
     a = flash[1]["args"]
     assert (a["registers per thread"], a["block"], a["est. achieved occupancy %"]) == (255, [128, 1, 1], 13)
@@ -378,26 +425,48 @@ def test_variant_kernel_names_and_launches(variants):
 def enclosing(events, ev):
     """Names of the cpu_ops enclosing ``ev`` on its thread, outermost first."""
     lo, hi = ns(ev["ts"]), ns(ev["ts"]) + ns(ev["dur"])
-    outer = [e for e in events if e.get("cat") == "cpu_op" and e is not ev and e["tid"] == ev["tid"]
-             and ns(e["ts"]) <= lo and hi <= ns(e["ts"]) + ns(e["dur"])]
+    outer = [
+        e
+        for e in events
+        if e.get("cat") == "cpu_op"
+        and e is not ev
+        and e["tid"] == ev["tid"]
+        and ns(e["ts"]) <= lo
+        and hi <= ns(e["ts"]) + ns(e["dur"])
+    ]
     return [e["name"] for e in sorted(outer, key=lambda e: (e["ts"], -e["dur"]))]
 
 
 def test_fused_kernels_sit_under_the_right_op_chain(variants):
     chains = {
-        "efficient": ["aten::scaled_dot_product_attention", "aten::_scaled_dot_product_efficient_attention",
-                      "aten::_efficient_attention_forward"],
-        "flash": ["aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
-                  "aten::_flash_attention_forward"],
+        "efficient": [
+            "aten::scaled_dot_product_attention",
+            "aten::_scaled_dot_product_efficient_attention",
+            "aten::_efficient_attention_forward",
+        ],
+        "flash": [
+            "aten::scaled_dot_product_attention",
+            "aten::_scaled_dot_product_flash_attention",
+            "aten::_flash_attention_forward",
+        ],
         "cudnn": ["aten::scaled_dot_product_attention", "aten::_scaled_dot_product_cudnn_attention"],
-        "math": ["aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math",
-                 "aten::_safe_softmax", "aten::_softmax"],
+        "math": [
+            "aten::scaled_dot_product_attention",
+            "aten::_scaled_dot_product_attention_math",
+            "aten::_safe_softmax",
+            "aten::_softmax",
+        ],
     }
     for name, chain in chains.items():
         events = variants[name][1]
         ops = {e["args"]["External id"]: e for e in events if e.get("cat") == "cpu_op"}
-        kernel = next(e for e in events if e.get("cat") == "kernel" and "External id" in e["args"]
-                      and ops[e["args"]["External id"]]["name"] == chain[-1])
+        kernel = next(
+            e
+            for e in events
+            if e.get("cat") == "kernel"
+            and "External id" in e["args"]
+            and ops[e["args"]["External id"]]["name"] == chain[-1]
+        )
         op = ops[kernel["args"]["External id"]]
         assert enclosing(events, op) + [op["name"]] == chain, name
         sdpa = next(e for e in events if e.get("name") == chain[0])
@@ -430,7 +499,7 @@ def test_variant_truth_per_gpu_op_matches_the_file(variants):
 
 
 def test_variant_precision_and_stages(variants):
-    for name, (v, _) in variants.items():
+    for v, _ in variants.values():
         for kernel, cls in v.truth["precision"].items():
             if "s16816" in kernel or "wmma" in kernel:
                 assert cls == "tensor_core", kernel
@@ -441,8 +510,7 @@ def test_variant_precision_and_stages(variants):
     stages = lambda n: [f["stage"] for f in variants[n][0].truth["forward"]]  # noqa: E731
     assert stages("naive") == ["qk_matmul", "scale", "mask", "mask", "softmax", "pv_matmul"]
     assert stages("inplace") == ["qk_matmul", "scale", "mask", "softmax", "pv_matmul"]
-    assert Counter(stages("math")) == {"mask": 6, "layout": 5, "scale": 2, "qk_matmul": 1,
-                                       "softmax": 5, "pv_matmul": 1}
+    assert Counter(stages("math")) == {"mask": 6, "layout": 5, "scale": 2, "qk_matmul": 1, "softmax": 5, "pv_matmul": 1}
     for n in ("efficient", "flash", "cudnn"):
         assert stages(n) == ["fused_attention"]
     assert variants["cudnn"][0].truth["launch_api"] == {syn.CUDNN_KERNEL: "cuLaunchKernelEx"}

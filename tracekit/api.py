@@ -15,8 +15,8 @@ from .schema import TABLES
 from .sources import discover
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     import polars
+    import pyarrow as pa
 
 
 def _polars():
@@ -101,7 +101,7 @@ class Trace:
             self._linked = database.is_linked(self._con)
         return self._linked
 
-    def link(self) -> "Trace":
+    def link(self) -> Trace:
         """Build the linked tables now (a no-op when they exist)."""
         if self.linked:
             return self
@@ -165,11 +165,11 @@ class Trace:
         except duckdb.Error as exc:
             raise QueryError(str(exc).strip()) from None
 
-    def sql(self, sql: str, params: dict | None = None) -> "polars.DataFrame":
+    def sql(self, sql: str, params: dict | None = None) -> polars.DataFrame:
         """Run ``sql`` and return a polars DataFrame."""
         return _polars().from_arrow(self.arrow(sql, params))
 
-    def query(self, name: str, query_dirs=(), **params) -> "polars.DataFrame":
+    def query(self, name: str, query_dirs=(), **params) -> polars.DataFrame:
         """Run a named query (see ``tracekit queries``) with checked parameters."""
         return _polars().from_arrow(self.query_arrow(name, params, query_dirs))
 
@@ -182,7 +182,7 @@ class Trace:
         except duckdb.Error as exc:
             raise QueryError(f"query {q.id} ({q.path}) failed: {str(exc).strip()}") from None
 
-    def use_rules(self, rule_dirs) -> "Trace":
+    def use_rules(self, rule_dirs) -> Trace:
         """Re-attribute stages with extra rule folders (their rows win over the shipped ones).
 
         Works on read-only databases too: the rule and attribution tables are
@@ -197,7 +197,9 @@ class Trace:
             attribution.build(self.con, temp=True)
             link.drop_work(self.con)
         except duckdb.Error as exc:
-            raise QueryError(f"re-attributing with {', '.join(map(str, rule_dirs))} failed: {str(exc).strip()}") from None
+            raise QueryError(
+                f"re-attributing with {', '.join(map(str, rule_dirs))} failed: {str(exc).strip()}"
+            ) from None
         return self
 
     def tables(self) -> list[dict]:
@@ -235,7 +237,8 @@ def open(path, read_only: bool = True) -> Trace:  # noqa: A001 - mirrors traceki
         first = str(exc).strip().splitlines()[0]
         if "lock" in first.lower():
             raise TraceFormatError(
-                path, f"in use by another process that writes it (a load, or linking on first use); retry when it is done ({first})"
+                path,
+                f"in use by another process that writes it (a load, or linking on first use); retry when it is done ({first})",
             ) from None
         raise TraceFormatError(path, f"not a DuckDB database ({first})") from None
     database.check_version(con, path)
@@ -249,7 +252,12 @@ def is_database(path) -> bool:
 
 
 def load(
-    paths, output=None, cache: bool = False, progress=None, warn=None, memory_limit: str | None = None,
+    paths,
+    output=None,
+    cache: bool = False,
+    progress=None,
+    warn=None,
+    memory_limit: str | None = None,
     link: bool = False,
 ) -> Trace:
     """Load trace files or directories (or open a ``.duckdb``) into a ``Trace``.
@@ -268,7 +276,9 @@ def load(
         return trace.link() if link else trace
     if output is not None:
         return open(
-            database.build_file(paths, Path(output), progress=progress, warn=warn, memory_limit=memory_limit, linked=link)
+            database.build_file(
+                paths, Path(output), progress=progress, warn=warn, memory_limit=memory_limit, linked=link
+            )
         )
     if cache:
         return open(database.cached_build(paths, progress=progress, warn=warn))

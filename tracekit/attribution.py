@@ -84,20 +84,28 @@ def _first_match(con, table: str, names: str, rules: str, fields: str, subject: 
 def _match_names(con) -> None:
     stage_impl = f"stage := {_rule_value('stage', 'n.name')}, impl := {_rule_value('impl', 'n.name')}"
     _first_match(
-        con, "_label_match",
+        con,
+        "_label_match",
         "SELECT DISTINCT name FROM cpu_slices WHERE kind = 'user_annotation' "
         "UNION SELECT DISTINCT name FROM events WHERE kind = 'gpu_user_annotation'",
         "rule_label_stages",
         f"{stage_impl}, is_call := r.call = 'yes', context := 'any', scope := 'outer', causal_arg := NULL::INTEGER",
     )
     _first_match(
-        con, "_op_match", "SELECT DISTINCT name FROM cpu_slices WHERE kind = 'cpu_op'", "rule_op_stages",
+        con,
+        "_op_match",
+        "SELECT DISTINCT name FROM cpu_slices WHERE kind = 'cpu_op'",
+        "rule_op_stages",
         f"{stage_impl}, is_call := r.call = 'yes', context := r.context, scope := r.scope, "
         "causal_arg := TRY_CAST(nullif(r.causal_arg, '') AS INTEGER)",
     )
     _first_match(
-        con, "_kernel_match", "SELECT DISTINCT name FROM gpu_ops", "rule_kernel_stages",
-        f"{stage_impl}, context := r.context, attention := r.attention = 'yes'", subject=KERNEL_BASE,
+        con,
+        "_kernel_match",
+        "SELECT DISTINCT name FROM gpu_ops",
+        "rule_kernel_stages",
+        f"{stage_impl}, context := r.context, attention := r.attention = 'yes'",
+        subject=KERNEL_BASE,
     )
 
 

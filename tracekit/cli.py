@@ -24,10 +24,17 @@ def output_options(fn):
     """The option bundle every row-printing command shares."""
 
     @click.option(
-        "-f", "--format", "fmt", type=click.Choice(render.FORMATS), default="table", show_default=True,
+        "-f",
+        "--format",
+        "fmt",
+        type=click.Choice(render.FORMATS),
+        default="table",
+        show_default=True,
         help="Output format.",
     )
-    @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of stdout.")
+    @click.option(
+        "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of stdout."
+    )
     @click.option("--max-width", type=int, default=80, show_default=True, help="Truncate table cells (0: never).")
     @functools.wraps(fn)
     def wrapper(*args, fmt, output, max_width, **kwargs):
@@ -119,14 +126,22 @@ def _params(pairs) -> dict[str, str]:
 
 
 source_arg = click.argument("source", metavar="SOURCE")
-cache_opt = click.option("--no-cache", "no_cache", is_flag=True, help="Re-parse a raw trace instead of using the cache.")
+cache_opt = click.option(
+    "--no-cache", "no_cache", is_flag=True, help="Re-parse a raw trace instead of using the cache."
+)
 rules_opt = click.option(
-    "--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True),
+    "--rules",
+    "rule_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False, exists=True),
     help="Folder of rule CSVs (label_stages.csv, op_stages.csv, kernel_stages.csv, ...) whose rows win over "
     "the shipped ones (repeatable; also $TRACEKIT_RULES_PATH at load time).",
 )
 queries_opt = click.option(
-    "--queries", "query_dirs", multiple=True, type=click.Path(file_okay=False, exists=True),
+    "--queries",
+    "query_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False, exists=True),
     help="Extra folder of .sql queries (repeatable; also $TRACEKIT_QUERY_PATH).",
 )
 
@@ -152,16 +167,21 @@ def cli(ctx, debug):
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="DuckDB file to write.")
+@click.option(
+    "-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="DuckDB file to write."
+)
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary.")
 @click.option(
-    "--memory-limit", metavar="SIZE",
+    "--memory-limit",
+    metavar="SIZE",
     help="Cap DuckDB's memory, e.g. 4GB (default: 2.5x the uncompressed input, at least 512MB; "
     "also $TRACEKIT_MEMORY_LIMIT).",
 )
 @click.option(
-    "--link", "link_now", is_flag=True,
+    "--link",
+    "link_now",
+    is_flag=True,
     help="Also build the linked tables (CPU op stacks, launches, attention stages) now; by default the "
     "first query that needs them builds them and writes them into OUTPUT.",
 )
@@ -192,9 +212,7 @@ def load(paths, output, force, quiet, memory_limit, link_now):
     finally:
         progress.close()
     with trace:
-        n, events, gpu = trace.rows(
-            "SELECT count(*), sum(events), (SELECT count(*) FROM gpu_op_events) FROM traces"
-        )[0]
+        n, events, gpu = trace.rows("SELECT count(*), sum(events), (SELECT count(*) FROM gpu_op_events) FROM traces")[0]
     if not quiet:
         state = "linked" if link_now else "linked on first use"
         click.echo(f"{output}: {n} trace(s), {events:,} events, {gpu:,} GPU ops ({state})", err=True)
@@ -273,27 +291,62 @@ def stages(source, calls, include_orphans, fmt, max_width, rule_dirs, no_cache):
     if calls and total > calls:
         call_rows = call_rows.slice(0, calls)
     if fmt == "json":
-        out = {"stage_breakdown": render.records(breakdown), "attention_calls": render.records(call_rows),
-               "attention_calls_total": total}
+        out = {
+            "stage_breakdown": render.records(breakdown),
+            "attention_calls": render.records(call_rows),
+            "attention_calls_total": total,
+        }
         click.echo(json.dumps(out, indent=1))
         return
-    keep = ["trace", "stage", "gpu_ops", "gpu_ns", "share_pct", "cpu_ops", "cpu_ns",
-            "gpu_by_label", "gpu_by_op", "gpu_by_kernel"]
+    keep = [
+        "trace",
+        "stage",
+        "gpu_ops",
+        "gpu_ns",
+        "share_pct",
+        "cpu_ops",
+        "cpu_ns",
+        "gpu_by_label",
+        "gpu_by_op",
+        "gpu_by_kernel",
+    ]
     click.echo("Stage breakdown (stage_breakdown)")
     render.render(breakdown.select(keep), "table", out=sys.stdout, max_width=max_width)
     shown = f"first {call_rows.num_rows} of {total}" if call_rows.num_rows < total else f"{total}"
     click.echo(f"\nAttention calls (attention_calls; {shown})")
-    keep = ["trace", "call_id", "impl", "op", "gpu_ops", "gpu_ns", "attention_kernel_ns", "cpu_ns",
-            "batch", "heads", "seq_q", "head_dim", "causal", "tflops_per_s"]
+    keep = [
+        "trace",
+        "call_id",
+        "impl",
+        "op",
+        "gpu_ops",
+        "gpu_ns",
+        "attention_kernel_ns",
+        "cpu_ns",
+        "batch",
+        "heads",
+        "seq_q",
+        "head_dim",
+        "causal",
+        "tflops_per_s",
+    ]
     render.render(call_rows.select(keep), "table", out=sys.stdout, max_width=max_width)
 
 
 @cli.command("report", context_settings=CONTEXT)
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the report as one self-contained HTML page with plots (opens offline).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write every number of the report as JSON.")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the report as one self-contained HTML page with plots (opens offline).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write every number of the report as JSON.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress; no terminal report when writing --html or --json.")
 @rules_opt
 @cache_opt
@@ -339,8 +392,13 @@ def report_cmd(sources, html_path, json_path, quiet, rule_dirs, no_cache):
 @cli.command("diff", context_settings=CONTEXT)
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@click.option("--by", type=click.Choice(diff.BY), default="stage", show_default=True,
-              help="Match by attention stage (works across devices and vendors) or by kernel name.")
+@click.option(
+    "--by",
+    type=click.Choice(diff.BY),
+    default="stage",
+    show_default=True,
+    help="Match by attention stage (works across devices and vendors) or by kernel name.",
+)
 @click.option("--per-call", is_flag=True, help="Divide GPU ops and time by each side's number of attention calls.")
 @click.option("--include-orphans", is_flag=True, help="Count GPU ops with no launch in the trace.")
 @rules_opt
@@ -362,8 +420,13 @@ def diff_cmd(a, b, by, per_call, include_orphans, rule_dirs, no_cache):
       tracekit diff h100.json.gz mi300.json.gz --by kernel -f csv -o kernels.csv
     """
     with open_source(a, cache=not no_cache) as ta, open_source(b, cache=not no_cache) as tb:
-        return diff.compare(diff.Side(ta.use_rules(rule_dirs), name=a), diff.Side(tb.use_rules(rule_dirs), name=b),
-                            by=by, per_call=per_call, include_orphans=include_orphans)
+        return diff.compare(
+            diff.Side(ta.use_rules(rule_dirs), name=a),
+            diff.Side(tb.use_rules(rule_dirs), name=b),
+            by=by,
+            per_call=per_call,
+            include_orphans=include_orphans,
+        )
 
 
 @cli.command("queries", context_settings=CONTEXT)
@@ -465,10 +528,16 @@ def export_group():
 
 @export_group.command("perfetto", context_settings=CONTEXT)
 @source_arg
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Chrome JSON file to write (gzipped when it ends in .gz); replaced if it exists.")
-@click.option("--trace", "label", metavar="LABEL",
-              help="The trace to export when SOURCE holds several (its label: traces.trace).")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Chrome JSON file to write (gzipped when it ends in .gz); replaced if it exists.",
+)
+@click.option(
+    "--trace", "label", metavar="LABEL", help="The trace to export when SOURCE holds several (its label: traces.trace)."
+)
 @click.option("-q", "--quiet", is_flag=True, help="No summary.")
 @rules_opt
 @cache_opt
@@ -498,6 +567,7 @@ def export_perfetto(source, output, label, quiet, rule_dirs, no_cache):
             f"{done.stage_tracks} stream track(s) + {done.call_events:,} attention call slices",
             err=True,
         )
+
 
 def main(argv=None) -> int:
     """Entry point: run the CLI, turning tracekit errors into one-line messages."""

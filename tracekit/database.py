@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 
 from . import __version__, attribution, ingest, link, rules
-from .errors import TracekitError, TraceFormatError
+from .errors import TraceFormatError, TracekitError
 from .kinds import GPU_OP_KINDS, LAUNCH_KINDS
 from .sources import Source, discover
 
@@ -98,7 +98,9 @@ MACROS = {
 }
 
 
-def build(con: duckdb.DuckDBPyConnection, sources: list[Source], progress=None, warn=None, linked: bool = False) -> None:
+def build(
+    con: duckdb.DuckDBPyConnection, sources: list[Source], progress=None, warn=None, linked: bool = False
+) -> None:
     """Fill an empty connection with the base tables, and the linked ones when ``linked``.
 
     Without ``linked`` the linked model (cpu_slices, gpu_ops, the stage
@@ -169,7 +171,12 @@ def link_file(path: Path) -> None:
 
 
 def build_file(
-    paths, out: Path, progress=None, warn=None, overwrite: bool = True, memory_limit: str | None = None,
+    paths,
+    out: Path,
+    progress=None,
+    warn=None,
+    overwrite: bool = True,
+    memory_limit: str | None = None,
     linked: bool = False,
 ) -> Path:
     """Load ``paths`` (files or directories) into the DuckDB file ``out``, atomically.
@@ -214,8 +221,9 @@ def _memory_cap(input_bytes: int) -> str:
     return f"{max(512 << 20, int(2.5 * input_bytes)) >> 20}MB"
 
 
-def _build_file(sources: list[Source], out: Path, progress, warn, overwrite: bool = True, memory_limit=None,
-                linked: bool = False) -> Path:
+def _build_file(
+    sources: list[Source], out: Path, progress, warn, overwrite: bool = True, memory_limit=None, linked: bool = False
+) -> Path:
     if out.exists() and not overwrite:
         raise TracekitError(f"{out}: already exists (use --force to replace it)")
     if not out.parent.exists():
@@ -248,7 +256,8 @@ def check_version(con: duckdb.DuckDBPyConnection, path) -> None:
     found = rows.get("schema_version")
     if found != str(SCHEMA_VERSION):
         raise TraceFormatError(
-            path, f"built with tracekit schema {found}, this tracekit reads schema {SCHEMA_VERSION}: rebuild it with 'tracekit load'"
+            path,
+            f"built with tracekit schema {found}, this tracekit reads schema {SCHEMA_VERSION}: rebuild it with 'tracekit load'",
         )
 
 

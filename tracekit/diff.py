@@ -76,8 +76,9 @@ def compare(a, b, by: str = "stage", per_call: bool = False, include_orphans: bo
     if per_call:
         for side, calls in ((a, calls_a), (b, calls_b)):
             if not calls:
-                raise TracekitError(f"{side.name or 'a side'} has no attention calls: compare totals instead "
-                                    "(without --per-call)")
+                raise TracekitError(
+                    f"{side.name or 'a side'} has no attention calls: compare totals instead (without --per-call)"
+                )
     key = "stage" if by == "stage" else "name"
     suffix = "_per_call" if per_call else ""
     rows = []
@@ -92,21 +93,34 @@ def compare(a, b, by: str = "stage", per_call: bool = False, include_orphans: bo
             change = "removed"
         else:
             change = "slower" if delta > 0 else "faster" if delta < 0 else "same"
-        rows.append({
-            key: k, "change": change,
-            f"a_gpu_ops{suffix}": ops_a, f"b_gpu_ops{suffix}": ops_b,
-            f"a_ns{suffix}": ns_a, f"b_ns{suffix}": ns_b, f"delta_ns{suffix}": delta,
-            "delta_pct": round(100.0 * delta / ns_a, 3) if ns_a else None,
-            "ratio": round(ns_b / ns_a, 4) if ns_a else None,
-        })
+        rows.append(
+            {
+                key: k,
+                "change": change,
+                f"a_gpu_ops{suffix}": ops_a,
+                f"b_gpu_ops{suffix}": ops_b,
+                f"a_ns{suffix}": ns_a,
+                f"b_ns{suffix}": ns_b,
+                f"delta_ns{suffix}": delta,
+                "delta_pct": round(100.0 * delta / ns_a, 3) if ns_a else None,
+                "ratio": round(ns_b / ns_a, 4) if ns_a else None,
+            }
+        )
     rows.sort(key=lambda r: (-abs(r[f"delta_ns{suffix}"]), r[key]))
     import pyarrow as pa
 
     num = pa.float64() if per_call else pa.int64()
-    schema = pa.schema([
-        (key, pa.string()), ("change", pa.string()),
-        (f"a_gpu_ops{suffix}", num), (f"b_gpu_ops{suffix}", num),
-        (f"a_ns{suffix}", num), (f"b_ns{suffix}", num), (f"delta_ns{suffix}", num),
-        ("delta_pct", pa.float64()), ("ratio", pa.float64()),
-    ])
+    schema = pa.schema(
+        [
+            (key, pa.string()),
+            ("change", pa.string()),
+            (f"a_gpu_ops{suffix}", num),
+            (f"b_gpu_ops{suffix}", num),
+            (f"a_ns{suffix}", num),
+            (f"b_ns{suffix}", num),
+            (f"delta_ns{suffix}", num),
+            ("delta_pct", pa.float64()),
+            ("ratio", pa.float64()),
+        ]
+    )
     return pa.Table.from_pylist(rows, schema=schema)

@@ -163,8 +163,9 @@ def export_perfetto(trace, out, trace_id: int | None = None, label: str | None =
         _write_atomic(out, lambda f: _write(con, trace_id, plan, f))
     except duckdb.Error as exc:
         raise TracekitError(f"exporting {label} failed: {str(exc).strip().splitlines()[0]}") from None
-    return ExportSummary(out, label, plan.events, plan.stage_events, len(plan.stage_tracks),
-                         len(plan.calls), plan.call_tracks)
+    return ExportSummary(
+        out, label, plan.events, plan.stage_events, len(plan.stage_tracks), len(plan.calls), plan.call_tracks
+    )
 
 
 @dataclass
@@ -207,13 +208,21 @@ def _plan(con, trace_id: int) -> _Plan:
         else:
             new_tid = _free_name(used.setdefault(pid, set()), f"{tid}{STAGES_SUFFIX}")
             name = name or tid
-        tracks.append({"pid": pid, "tid": tid, "new_tid": new_tid, "ops": ops,
-                       "name": f"{name}{STAGES_SUFFIX}", "sort_index": sort_index})
+        tracks.append(
+            {
+                "pid": pid,
+                "tid": tid,
+                "new_tid": new_tid,
+                "ops": ops,
+                "name": f"{name}{STAGES_SUFFIX}",
+                "sort_index": sort_index,
+            }
+        )
 
     calls = _calls(con, trace_id)
-    top = dict(con.execute(
-        "SELECT pid, min(sort_index) FROM threads WHERE trace_id = ? GROUP BY pid", [trace_id]
-    ).fetchall())
+    top = dict(
+        con.execute("SELECT pid, min(sort_index) FROM threads WHERE trace_id = ? GROUP BY pid", [trace_id]).fetchall()
+    )
     lines, call_tracks = [], 0
     first = _us(first_ts or 0)
 
@@ -299,15 +308,23 @@ def _calls(con, trace_id: int) -> list[dict]:
 def _call_line(c: dict) -> str:
     shape_keys = ("batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "causal", "dtype")
     args = {
-        "call_id": c["call_id"], "impl": c["impl"], "op": c["op"], "call_source": c["call_source"],
-        "gpu_ops": c["gpu_ops"], "gpu_ns": c["gpu_ns"], "attention_kernel_ns": c["attention_kernel_ns"],
-        "cpu_ns": c["cpu_ns"], "flops": c["flops"],
+        "call_id": c["call_id"],
+        "impl": c["impl"],
+        "op": c["op"],
+        "call_source": c["call_source"],
+        "gpu_ops": c["gpu_ops"],
+        "gpu_ns": c["gpu_ns"],
+        "attention_kernel_ns": c["attention_kernel_ns"],
+        "cpu_ns": c["cpu_ns"],
+        "flops": c["flops"],
         "shapes": {k: c[k] for k in shape_keys if c[k] is not None},
     }
     name = json.dumps(f"attention:{c['impl']}", ensure_ascii=False)
-    return (f',\n{{"ph":"X","cat":"{CALL_CAT}","name":{name},"pid":{_id_json(c["pid"])},'
-            f'"tid":{_id_json(c["new_tid"])},"ts":{_us(c["ts_ns"])},"dur":{_us(c["end_ns"] - c["ts_ns"])},'
-            f'"args":{json.dumps(args, ensure_ascii=False)}}}')
+    return (
+        f',\n{{"ph":"X","cat":"{CALL_CAT}","name":{name},"pid":{_id_json(c["pid"])},'
+        f'"tid":{_id_json(c["new_tid"])},"ts":{_us(c["ts_ns"])},"dur":{_us(c["end_ns"] - c["ts_ns"])},'
+        f'"args":{json.dumps(args, ensure_ascii=False)}}}'
+    )
 
 
 def _write_lines(f, table: pa.Table) -> None:
@@ -320,7 +337,7 @@ def _write_lines(f, table: pa.Table) -> None:
         # No line is NULL, so the values lie back to back in the data buffer.
         width = pa.int32() if chunk.type == pa.string() else pa.int64()
         offsets = pa.Array.from_buffers(width, len(chunk) + 1, [None, chunk.buffers()[1]], offset=chunk.offset)
-        f.write(memoryview(chunk.buffers()[2])[offsets[0].as_py():offsets[-1].as_py()])
+        f.write(memoryview(chunk.buffers()[2])[offsets[0].as_py() : offsets[-1].as_py()])
 
 
 def _write(con, trace_id: int, plan: _Plan, f) -> None:
@@ -332,8 +349,10 @@ def _write(con, trace_id: int, plan: _Plan, f) -> None:
         f.write(f",\n{line}".encode())
     if plan.stage_tracks:
         tracks = pa.Table.from_pylist(
-            [{"pid": t["pid"], "tid": t["tid"], "pid_json": _id_json(t["pid"]), "tid_json": _id_json(t["new_tid"])}
-             for t in plan.stage_tracks]
+            [
+                {"pid": t["pid"], "tid": t["tid"], "pid_json": _id_json(t["pid"]), "tid_json": _id_json(t["new_tid"])}
+                for t in plan.stage_tracks
+            ]
         )
         con.register("_tracekit_stage_tracks", tracks)
         try:

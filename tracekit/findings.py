@@ -62,9 +62,15 @@ class Finding:
     def to_dict(self) -> dict:
         """JSON-friendly form."""
         return {
-            "id": self.id, "query": self.query, "trace": self.trace, "severity": self.severity,
-            "title": self.title, "message": self.message, "columns": self.columns,
-            "rows_total": self.rows_total, "rows": self.rows,
+            "id": self.id,
+            "query": self.query,
+            "trace": self.trace,
+            "severity": self.severity,
+            "title": self.title,
+            "message": self.message,
+            "columns": self.columns,
+            "rows_total": self.rows_total,
+            "rows": self.rows,
         }
 
 
@@ -126,9 +132,17 @@ def run(trace, labels: list[str] | None = None, max_rows: int = MAX_ROWS) -> lis
         for label, trace_rows in by_trace.items():
             if labels is not None and label not in labels:
                 continue
-            out.append(Finding(
-                id=rule.id, query=rule.query.id, trace=label, severity=rule.severity, title=rule.title,
-                message=message(rule.message, trace_rows), columns=table.column_names,
-                rows=trace_rows[:max_rows], rows_total=len(trace_rows),
-            ))
+            out.append(
+                Finding(
+                    id=rule.id,
+                    query=rule.query.id,
+                    trace=label,
+                    severity=rule.severity,
+                    title=rule.title,
+                    message=message(rule.message, trace_rows),
+                    columns=table.column_names,
+                    rows=trace_rows[:max_rows],
+                    rows_total=len(trace_rows),
+                )
+            )
     return out

@@ -99,7 +99,9 @@ def _axis(con) -> bool:
             SELECT trace_id, min(ts_ns) AS t0, max(end_ns) - min(ts_ns) AS span
             FROM slices WHERE kind IN {_in(CPU_NEST_KINDS)} GROUP BY trace_id"""
     )
-    lanes, span = con.execute("SELECT (SELECT count(*) FROM _lanes), (SELECT coalesce(max(span), 0) FROM _t0)").fetchall()[0]
+    lanes, span = con.execute(
+        "SELECT (SELECT count(*) FROM _lanes), (SELECT coalesce(max(span), 0) FROM _t0)"
+    ).fetchall()[0]
     shift = 1 << (int(span) + BLEED_NS + 1).bit_length()
     # Lanes far apart make containment imply the same thread; with
     # astronomically many lanes x span the keys would overflow, and the

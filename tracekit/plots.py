@@ -11,14 +11,33 @@ import math
 from html import escape
 
 STAGE_COLORS = {
-    "qkv_proj": "#8c6bb1", "rope": "#c994c7", "qk_matmul": "#2b8cbe", "scale": "#7bccc4",
-    "mask": "#fdae61", "softmax": "#d7301f", "dropout": "#f768a1", "pv_matmul": "#0868ac",
-    "out_proj": "#6a51a3", "kv_cache": "#41ab5d", "fused_attention": "#238b45", "layout": "#969696",
+    "qkv_proj": "#8c6bb1",
+    "rope": "#c994c7",
+    "qk_matmul": "#2b8cbe",
+    "scale": "#7bccc4",
+    "mask": "#fdae61",
+    "softmax": "#d7301f",
+    "dropout": "#f768a1",
+    "pv_matmul": "#0868ac",
+    "out_proj": "#6a51a3",
+    "kv_cache": "#41ab5d",
+    "fused_attention": "#238b45",
+    "layout": "#969696",
     "other": "#d9d9d9",
 }
 _EXTRA = ("#e6ab02", "#a6761d", "#666666", "#1b9e77", "#e7298a", "#66a61e")
-SERIES_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                 "#bcbd22", "#17becf")
+SERIES_COLORS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
 FONT = 'font-family="system-ui, sans-serif" font-size="12"'
 WIDTH = 920
 
@@ -32,14 +51,17 @@ def stage_color(stage: str) -> str:
 
 def _ink(fill: str) -> str:
     """Black or white, whichever reads on ``fill`` (#rrggbb)."""
-    r, g, b = (int(fill[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(fill[i : i + 2], 16) for i in (1, 3, 5))
     return "#000" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#fff"
 
 
 def _svg(kind: str, height: int, body: list[str], label: str) -> str:
-    return (f'<svg class="plot plot-{kind}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
-            f'height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{escape(label)}" {FONT}>'
-            + "".join(body) + "</svg>")
+    return (
+        f'<svg class="plot plot-{kind}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
+        f'height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{escape(label)}" {FONT}>'
+        + "".join(body)
+        + "</svg>"
+    )
 
 
 def _text(x, y, text, anchor="start", extra="") -> str:
@@ -96,12 +118,17 @@ def stacked_bars(bars: list[tuple[str, dict[str, float]]], stages: list[str]) ->
             if share <= 0:
                 continue
             w = span * share / 100.0
-            body.append(f'<rect class="seg" x="{x:.2f}" y="{y}" width="{w:.2f}" height="{row - 6}" '
-                        f'fill="{stage_color(stage)}"><title>{escape(label)} · {escape(stage)}: '
-                        f'{share:.1f} %</title></rect>')
+            body.append(
+                f'<rect class="seg" x="{x:.2f}" y="{y}" width="{w:.2f}" height="{row - 6}" '
+                f'fill="{stage_color(stage)}"><title>{escape(label)} · {escape(stage)}: '
+                f"{share:.1f} %</title></rect>"
+            )
             if w > 44:
-                body.append(_text(x + w / 2, y + 16, f"{share:.0f}%", anchor="middle",
-                                  extra=f' fill="{_ink(stage_color(stage))}"'))
+                body.append(
+                    _text(
+                        x + w / 2, y + 16, f"{share:.0f}%", anchor="middle", extra=f' fill="{_ink(stage_color(stage))}"'
+                    )
+                )
             x += w
         y += row
     for t in (0, 25, 50, 75, 100):
@@ -132,9 +159,11 @@ def timeline(title: str, lanes: list[tuple[str, list[dict]]]) -> str:
             if op["stage"] not in stages_seen:
                 stages_seen.append(op["stage"])
             name = op["name"] if len(op["name"]) <= 90 else op["name"][:89] + "…"
-            body.append(f'<rect class="op" x="{x:.2f}" y="{y + 2}" width="{w:.2f}" height="{row - 8}" '
-                        f'fill="{stage_color(op["stage"])}"><title>{escape(op["stage"])}: {escape(name)} '
-                        f'({op["dur_ns"] / 1e3:,.1f} µs at +{op["start_ns"] / 1e3:,.1f} µs)</title></rect>')
+            body.append(
+                f'<rect class="op" x="{x:.2f}" y="{y + 2}" width="{w:.2f}" height="{row - 8}" '
+                f'fill="{stage_color(op["stage"])}"><title>{escape(op["stage"])}: {escape(name)} '
+                f"({op['dur_ns'] / 1e3:,.1f} µs at +{op['start_ns'] / 1e3:,.1f} µs)</title></rect>"
+            )
         y += row
     for t in nice_ticks(0, end / 1e3):
         x = left + span * t * 1e3 / end
@@ -158,15 +187,16 @@ def _log_ticks(lo: float, hi: float) -> list[float]:
     """Decades (and 2x, 5x within them when few decades) between 10^lo and 10^hi."""
     out = []
     for k in range(math.floor(lo), math.ceil(hi) + 1):
-        for m in ((1,) if hi - lo > 3 else (1, 2, 5)):
+        for m in (1,) if hi - lo > 3 else (1, 2, 5):
             v = math.log10(m) + k
             if lo <= v <= hi:
                 out.append(v)
     return out
 
 
-def strip(title: str, groups: list[tuple[str, list[tuple[str, float]]]], unit_scale: float = 1e3,
-          unit: str = "µs") -> str:
+def strip(
+    title: str, groups: list[tuple[str, list[tuple[str, float]]]], unit_scale: float = 1e3, unit: str = "µs"
+) -> str:
     """One row of dots per group on a shared log axis, with the group's median marked.
 
     ``groups``: (row label, [(point label, value in ns)]).
@@ -188,13 +218,17 @@ def strip(title: str, groups: list[tuple[str, list[tuple[str, float]]]], unit_sc
         vals = sorted(v for _, v in pts if v and v > 0)
         for name, v in pts:
             if v and v > 0:
-                body.append(f'<circle class="pt" cx="{px(v):.2f}" cy="{y}" r="4.5" fill="{color}" fill-opacity="0.7">'
-                            f'<title>{escape(label)} · {escape(name)}: {v / unit_scale:,.1f} {unit}</title></circle>')
+                body.append(
+                    f'<circle class="pt" cx="{px(v):.2f}" cy="{y}" r="4.5" fill="{color}" fill-opacity="0.7">'
+                    f"<title>{escape(label)} · {escape(name)}: {v / unit_scale:,.1f} {unit}</title></circle>"
+                )
         if vals:
             n = len(vals)
             med = vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
-            body.append(f'<line class="median" x1="{px(med):.2f}" x2="{px(med):.2f}" y1="{y - 9}" y2="{y + 9}" '
-                        f'stroke="#000" stroke-width="2"><title>median {med / unit_scale:,.1f} {unit}</title></line>')
+            body.append(
+                f'<line class="median" x1="{px(med):.2f}" x2="{px(med):.2f}" y1="{y - 9}" y2="{y + 9}" '
+                f'stroke="#000" stroke-width="2"><title>median {med / unit_scale:,.1f} {unit}</title></line>'
+            )
         y += row
     for t in _log_ticks(lo, hi):
         x = left + span * (t - lo) / (hi - lo)
@@ -224,8 +258,15 @@ def scatter(title: str, points: list[dict], x_label: str, y_label: str) -> str:
     body.append(f'<line x1="{left}" x2="{right}" y1="{bottom}" y2="{bottom}" stroke="#333"/>')
     body.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{bottom}" stroke="#333"/>')
     body.append(_text((left + right) / 2, bottom + 34, x_label, anchor="middle", extra=' fill="#555"'))
-    body.append(_text(14, (top + bottom) / 2, y_label, anchor="middle",
-                      extra=f' fill="#555" transform="rotate(-90 14 {(top + bottom) / 2:.1f})"'))
+    body.append(
+        _text(
+            14,
+            (top + bottom) / 2,
+            y_label,
+            anchor="middle",
+            extra=f' fill="#555" transform="rotate(-90 14 {(top + bottom) / 2:.1f})"',
+        )
+    )
     series: list[str] = []
     for p in points:
         if p["series"] not in series:
@@ -233,9 +274,10 @@ def scatter(title: str, points: list[dict], x_label: str, y_label: str) -> str:
         color = SERIES_COLORS[series.index(p["series"]) % len(SERIES_COLORS)]
         x = left + (right - left) * (math.log10(p["x"]) - lo) / (hi - lo)
         y = bottom - (bottom - top) * p["y"] / ymax
-        body.append(f'<circle class="pt" cx="{x:.2f}" cy="{y:.2f}" r="5" fill="{color}" fill-opacity="0.75">'
-                    f'<title>{escape(p["series"])} · {escape(p["label"])}: {p["x"]:.4g} FLOP, '
-                    f'{p["y"]:.1f} TFLOP/s</title></circle>')
-    legend, y = _legend(left, bottom + 58,
-                        [(s, SERIES_COLORS[i % len(SERIES_COLORS)]) for i, s in enumerate(series)])
+        body.append(
+            f'<circle class="pt" cx="{x:.2f}" cy="{y:.2f}" r="5" fill="{color}" fill-opacity="0.75">'
+            f"<title>{escape(p['series'])} · {escape(p['label'])}: {p['x']:.4g} FLOP, "
+            f"{p['y']:.1f} TFLOP/s</title></circle>"
+        )
+    legend, y = _legend(left, bottom + 58, [(s, SERIES_COLORS[i % len(SERIES_COLORS)]) for i, s in enumerate(series)])
     return _svg("roofline", int(y), body + legend, title)

@@ -144,7 +144,9 @@ def parse(path: Path, qid: str) -> Query:
         if s.startswith("@param"):
             m = _PARAM.match(s)
             if not m or m.group(2).upper() not in TYPES:
-                raise QueryError(f"{where}:{lineno}: bad @param line (want '@param name TYPE [= default] doc', TYPE in {TYPES})")
+                raise QueryError(
+                    f"{where}:{lineno}: bad @param line (want '@param name TYPE [= default] doc', TYPE in {TYPES})"
+                )
             name, typ, default, doc = m.group(1), m.group(2).upper(), m.group(3), m.group(4)
             dv = None if default is None else convert(default, typ, f"{where}:{lineno}: default of {name}")
             params[name] = Param(name, typ, dv, doc, lineno)

@@ -114,7 +114,7 @@ def _parse_head(text: str, at_eof: bool, path: Path):
     if first == "[":
         return "array", {}, i + 1
     if first != "{":
-        raise TraceFormatError(path, f"not JSON: the file starts with {text[i:i + 20]!r}")
+        raise TraceFormatError(path, f"not JSON: the file starts with {text[i : i + 20]!r}")
     i += 1
     header: dict = {}
     try:
@@ -133,7 +133,7 @@ def _parse_head(text: str, at_eof: bool, path: Path):
             i = _skip_ws(text, i + 1)
             if key == "traceEvents":
                 if text[i] != "[":
-                    raise TraceFormatError(path, f"'traceEvents' is not an array (starts with {text[i:i + 20]!r})")
+                    raise TraceFormatError(path, f"'traceEvents' is not an array (starts with {text[i : i + 20]!r})")
                 return "object", header, i + 1
             header[key], i = _DECODER.raw_decode(text, i)
             i = _skip_ws(text, i)

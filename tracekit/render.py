@@ -9,7 +9,6 @@ import io
 import json
 import math
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: `tracekit load` never needs Arrow

@@ -41,20 +41,37 @@ METRICS = (
     Metric("impl", "implementation", "text", "most frequent impl of the trace's attention_calls"),
     Metric("attention_calls", "attention calls", "count", "rows of attention_calls"),
     Metric("gpu_ns_per_call", "GPU time / call (op-level)", "ns", "mean of attention_calls.gpu_ns"),
-    Metric("attention_kernel_ns_per_call", "GPU time / call (kernel)", "ns",
-           "mean of attention_calls.attention_kernel_ns"),
+    Metric(
+        "attention_kernel_ns_per_call", "GPU time / call (kernel)", "ns", "mean of attention_calls.attention_kernel_ns"
+    ),
     Metric("gpu_vs_first", "op-level time vs first", "x", "gpu_ns_per_call / the first trace's"),
     Metric("cpu_ns_per_call", "CPU time / call", "ns", "mean of attention_calls.cpu_ns"),
     Metric("gpu_ops_per_call", "GPU ops / call", "num", "mean of attention_calls.gpu_ops"),
-    Metric("tflops_per_s", "achieved TFLOP/s", "num",
-           "mean of attention_calls.tflops_per_s (kernel-level time; needs record_shapes)"),
-    Metric("tensor_core_pct", "tensor-core share", "pct",
-           "kernel_precision.share_pct of class tensor_core (share of kernel time)"),
+    Metric(
+        "tflops_per_s",
+        "achieved TFLOP/s",
+        "num",
+        "mean of attention_calls.tflops_per_s (kernel-level time; needs record_shapes)",
+    ),
+    Metric(
+        "tensor_core_pct",
+        "tensor-core share",
+        "pct",
+        "kernel_precision.share_pct of class tensor_core (share of kernel time)",
+    ),
     Metric("launch_api", "launch API (top)", "text", "the launch_api row with the most gpu_ns"),
-    Metric("reported_occupancy_pct", "occupancy reported", "pct",
-           "occupancy.reported_occupancy_pct, mean weighted by total_ns"),
-    Metric("theoretical_occupancy_pct", "occupancy theoretical", "pct",
-           "occupancy.theoretical_occupancy_pct, mean weighted by total_ns"),
+    Metric(
+        "reported_occupancy_pct",
+        "occupancy reported",
+        "pct",
+        "occupancy.reported_occupancy_pct, mean weighted by total_ns",
+    ),
+    Metric(
+        "theoretical_occupancy_pct",
+        "occupancy theoretical",
+        "pct",
+        "occupancy.theoretical_occupancy_pct, mean weighted by total_ns",
+    ),
     Metric("idle_pct", "GPU idle share", "pct", "100 * gpu_timeline.idle_ns / span_ns"),
 )
 
@@ -76,8 +93,14 @@ class TraceReport:
     def to_dict(self) -> dict:
         """JSON-friendly form."""
         return {
-            "label": self.label, "trace": self.trace, "source": self.source, "headline": self.headline,
-            "stages": self.stages, "calls": self.calls, "timeline": self.timeline, "steps": self.steps,
+            "label": self.label,
+            "trace": self.trace,
+            "source": self.source,
+            "headline": self.headline,
+            "stages": self.stages,
+            "calls": self.calls,
+            "timeline": self.timeline,
+            "steps": self.steps,
             "findings": [f.to_dict() for f in self.findings],
         }
 
@@ -187,8 +210,16 @@ def _timeline_calls(rows: list[dict], limit: int = TIMELINE_CALLS) -> list[dict]
     return [r for r in rows if r["call_id"] in keep]
 
 
-QUERIES = ("attention_calls", "stage_breakdown", "kernel_precision", "launch_api", "occupancy",
-           "gpu_timeline", "step_summary", "call_timeline")
+QUERIES = (
+    "attention_calls",
+    "stage_breakdown",
+    "kernel_precision",
+    "launch_api",
+    "occupancy",
+    "gpu_timeline",
+    "step_summary",
+    "call_timeline",
+)
 
 
 def build(sources, names=None, progress=None) -> Report:
@@ -236,9 +267,13 @@ def _build(loaded, progress, version) -> Report:
             q[qname] = records(trace.query_arrow(qname))
             tick(qname)
         labels = trace.arrow("SELECT trace FROM traces ORDER BY trace_id").column("trace").to_pylist()
-        devices = {r["trace"]: r["name"] for r in trace.arrow(
-            "SELECT t.trace, d.name FROM devices d JOIN traces t USING (trace_id) "
-            "QUALIFY row_number() OVER (PARTITION BY d.trace_id ORDER BY d.device) = 1").to_pylist()}
+        devices = {
+            r["trace"]: r["name"]
+            for r in trace.arrow(
+                "SELECT t.trace, d.name FROM devices d JOIN traces t USING (trace_id) "
+                "QUALIFY row_number() OVER (PARTITION BY d.trace_id ORDER BY d.device) = 1"
+            ).to_pylist()
+        }
         tick("devices")
         found = findings.run(trace)
         tick("findings")
@@ -251,15 +286,19 @@ def _build(loaded, progress, version) -> Report:
         for label in labels:
             shown = label if seen[label] == 1 else f"{Path(name).name}:{label}"
             mine = [f for f in found if f.trace == label]
-            out.append(TraceReport(
-                label=shown, trace=label, source=name,
-                headline=headline(label, q, devices.get(label)),
-                stages=[r for r in q["stage_breakdown"] if r["trace"] == label],
-                calls=[r for r in q["attention_calls"] if r["trace"] == label],
-                timeline=_timeline_calls([r for r in q["call_timeline"] if r["trace"] == label]),
-                steps=[r for r in q["step_summary"] if r["trace"] == label],
-                findings=mine,
-            ))
+            out.append(
+                TraceReport(
+                    label=shown,
+                    trace=label,
+                    source=name,
+                    headline=headline(label, q, devices.get(label)),
+                    stages=[r for r in q["stage_breakdown"] if r["trace"] == label],
+                    calls=[r for r in q["attention_calls"] if r["trace"] == label],
+                    timeline=_timeline_calls([r for r in q["call_timeline"] if r["trace"] == label]),
+                    steps=[r for r in q["step_summary"] if r["trace"] == label],
+                    findings=mine,
+                )
+            )
             sides.append(diff.Side(trace, [label], shown))
     first = out[0].headline["gpu_ns_per_call"] if out else None
     for t in out:
@@ -269,8 +308,12 @@ def _build(loaded, progress, version) -> Report:
     if len(out) > 1:
         per_call = all(t.headline["attention_calls"] for t in out)
         comparison = {
-            "against": out[0].label, "by": "stage", "per_call": per_call,
-            "tables": {t.label: records(diff.compare(sides[0], side, by="stage", per_call=per_call))
-                       for t, side in zip(out[1:], sides[1:])},
+            "against": out[0].label,
+            "by": "stage",
+            "per_call": per_call,
+            "tables": {
+                t.label: records(diff.compare(sides[0], side, by="stage", per_call=per_call))
+                for t, side in zip(out[1:], sides[1:])
+            },
         }
     return Report(out, comparison, version)

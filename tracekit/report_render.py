@@ -24,8 +24,10 @@ SEVERITY_STYLE = {"warning": "bold yellow", "info": "cyan"}
 def _rows(report: Report) -> list[tuple[str, str, str, str]]:
     """(key, label, unit, how) of every headline row: the metrics, then one row per stage share."""
     out = [(m.key, m.label, m.unit, m.how) for m in METRICS]
-    out += [(f"stage_share_pct.{s}", f"stage {s}", "pct",
-             f"stage_breakdown.share_pct of stage {s} (share of GPU time)") for s in report.stages]
+    out += [
+        (f"stage_share_pct.{s}", f"stage {s}", "pct", f"stage_breakdown.share_pct of stage {s} (share of GPU time)")
+        for s in report.stages
+    ]
     return out
 
 
@@ -52,13 +54,18 @@ def print_report(report: Report, console=None) -> None:
 
     console = console or Console()
     n = len(report.traces)
-    console.print(Text(f"tracekit report: {n} trace{'s' if n != 1 else ''}"
-                       + (f", compared with the first ({report.traces[0].label})" if n > 1 else ""), style="bold"))
+    console.print(
+        Text(
+            f"tracekit report: {n} trace{'s' if n != 1 else ''}"
+            + (f", compared with the first ({report.traces[0].label})" if n > 1 else ""),
+            style="bold",
+        )
+    )
     rows = _rows(report)
     label_w = max(len(r[1]) for r in rows)
     per_table = max(1, (console.width - label_w - 2) // 18)
     for start in range(0, n, per_table):
-        chunk = report.traces[start:start + per_table]
+        chunk = report.traces[start : start + per_table]
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
         table.add_column("", no_wrap=True, style="bold")
         for t in chunk:
@@ -96,9 +103,15 @@ def _print_comparison(report, console, Table, box, Text) -> None:
         for name in ("stage", "change", c["against"], label, "delta", "delta %", "ratio"):
             table.add_column(name, justify="left" if name in ("stage", "change") else "right", overflow="fold")
         for r in rows:
-            table.add_row(r["stage"], r["change"], fmt(r[f"a_ns{sfx}"], "ns"), fmt(r[f"b_ns{sfx}"], "ns"),
-                          fmt(r[f"delta_ns{sfx}"], "ns"), fmt(r["delta_pct"], "pct"),
-                          fmt(r["ratio"], "x"))
+            table.add_row(
+                r["stage"],
+                r["change"],
+                fmt(r[f"a_ns{sfx}"], "ns"),
+                fmt(r[f"b_ns{sfx}"], "ns"),
+                fmt(r[f"delta_ns{sfx}"], "ns"),
+                fmt(r["delta_pct"], "pct"),
+                fmt(r["ratio"], "x"),
+            )
         console.print(table)
 
 
@@ -140,7 +153,8 @@ def html(report: Report) -> str:
     """The report as one HTML document (a string)."""
     labels = [t.label for t in report.traces]
     parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         '<link rel="icon" href="data:,">',
         f"<title>tracekit report: {escape(', '.join(labels))}</title>",
@@ -162,29 +176,37 @@ def html(report: Report) -> str:
     if report.comparison:
         parts += _comparison(report)
     parts += _evidence(report)
-    parts.append('<p class="muted">Made by <code>tracekit report</code>; every number is also in '
-                 "<code>--json</code>.</p></body></html>")
+    parts.append(
+        '<p class="muted">Made by <code>tracekit report</code>; every number is also in '
+        "<code>--json</code>.</p></body></html>"
+    )
     return "\n".join(parts) + "\n"
 
 
 def _headline(report: Report) -> list[str]:
-    out = ['<section id="headline"><h2>Headline</h2>',
-           '<div class="scroll"><table class="headline"><thead><tr><th>metric</th>']
+    out = [
+        '<section id="headline"><h2>Headline</h2>',
+        '<div class="scroll"><table class="headline"><thead><tr><th>metric</th>',
+    ]
     out += [f"<th>{escape(t.label)}</th>" for t in report.traces]
     out.append("</tr></thead><tbody>")
     for key, label, unit, how in _rows(report):
         if key.startswith("stage_share_pct.") and key.endswith("." + report.stages[0]):
-            out.append(f'<tr class="group"><th colspan="{len(report.traces) + 1}">'
-                       "Stage breakdown (share of GPU time)</th></tr>")
+            out.append(
+                f'<tr class="group"><th colspan="{len(report.traces) + 1}">'
+                "Stage breakdown (share of GPU time)</th></tr>"
+            )
         out.append(f'<tr><th title="{escape(how)}">{escape(label)}</th>')
         css = "num wrap" if unit == "text" else "num"
         for t in report.traces:
             v = value(t, key)
-            out.append(f'<td class="{css}" data-trace="{escape(t.label)}" data-key="{escape(key)}" '
-                       f'data-value="{escape(_data(v))}">{escape(fmt(v, unit))}</td>')
+            out.append(
+                f'<td class="{css}" data-trace="{escape(t.label)}" data-key="{escape(key)}" '
+                f'data-value="{escape(_data(v))}">{escape(fmt(v, unit))}</td>'
+            )
         out.append("</tr>")
     out.append("</tbody></table></div>")
-    out.append('<details><summary>How each number is computed</summary><ul>')
+    out.append("<details><summary>How each number is computed</summary><ul>")
     out += [f"<li><b>{escape(m.label)}</b>: {escape(m.how)}.</li>" for m in METRICS]
     out.append("<li><b>stage …</b>: stage_breakdown.share_pct (orphans left out).</li></ul></details></section>")
     return out
@@ -205,23 +227,30 @@ def _findings(report: Report) -> list[str]:
             f'<span class="sev {escape(f.severity)}">{escape(f.severity)}</span> <b>{escape(t.label)}</b>: '
             f"<b>{escape(f.title)}.</b> {escape(f.message)} "
             f'<a href="#{anchor}">{f.rows_total} row{"s" if f.rows_total != 1 else ""}</a> '
-            f'<code>{escape(_hint(t, f.query))}</code></li>')
+            f"<code>{escape(_hint(t, f.query))}</code></li>"
+        )
     out.append("</ul></section>")
     return out
 
 
 def _plots(report: Report) -> list[str]:
-    out = ['<section id="stages"><h2>Stage breakdown</h2>',
-           ('<p class="muted">Share of each trace\'s GPU op time by attention stage (stage_breakdown; '
-            "orphans left out).</p>")]
+    out = [
+        '<section id="stages"><h2>Stage breakdown</h2>',
+        (
+            '<p class="muted">Share of each trace\'s GPU op time by attention stage (stage_breakdown; '
+            "orphans left out).</p>"
+        ),
+    ]
     bars = [(t.label, t.headline["stage_share_pct"]) for t in report.traces]
     out.append(plots.stacked_bars(bars, report.stages) if report.stages else "<p>No GPU ops.</p>")
     out.append("</section>")
 
-    out.append('<section id="timeline"><h2>One attention call per step on the GPU</h2>'
-               '<p class="muted">The GPU ops of the first attention call of each profiler step (call_timeline, '
-               f"call_in_step = 1; at most {TIMELINE_CALLS} calls), coloured by stage; x is time since the call's first "
-               "GPU op, so gaps are the GPU waiting inside the call.</p>")
+    out.append(
+        '<section id="timeline"><h2>One attention call per step on the GPU</h2>'
+        '<p class="muted">The GPU ops of the first attention call of each profiler step (call_timeline, '
+        f"call_in_step = 1; at most {TIMELINE_CALLS} calls), coloured by stage; x is time since the call's first "
+        "GPU op, so gaps are the GPU waiting inside the call.</p>"
+    )
     drawn = False
     for t in report.traces:
         lanes: dict = {}
@@ -235,22 +264,33 @@ def _plots(report: Report) -> list[str]:
         out.append("<p>No attention calls.</p>")
     out.append("</section>")
 
-    out.append('<section id="steps"><h2>Kernel time per step</h2>'
-               '<p class="muted">Summed GPU op time of each profiler step (step_summary.kernel_ns), one dot '
-               "per step, the black tick at the median; a log axis so traces of any size share it.</p>")
+    out.append(
+        '<section id="steps"><h2>Kernel time per step</h2>'
+        '<p class="muted">Summed GPU op time of each profiler step (step_summary.kernel_ns), one dot '
+        "per step, the black tick at the median; a log axis so traces of any size share it.</p>"
+    )
     groups = [(t.label, [(r["step_name"], r["kernel_ns"]) for r in t.steps]) for t in report.traces if t.steps]
     out.append(plots.strip("Kernel time per step", groups) if groups else "<p>No ProfilerStep ranges.</p>")
     out.append("</section>")
 
-    out.append('<section id="roofline"><h2>Attention throughput</h2>'
-               '<p class="muted">One dot per attention call whose shapes are known (record_shapes): x is its '
-               "FLOPs (attention_calls.flops = 4·B·H·Sq·Skv·D, halved when causal; log scale), y the achieved "
-               "TFLOP/s at kernel-level time (attention_calls.tflops_per_s). Arithmetic intensity is not "
-               "plotted: the trace does not record the bytes a fused kernel moves.</p>")
-    points = [{"series": t.label, "label": f"call {c['call_id']}", "x": c["flops"], "y": c["tflops_per_s"]}
-              for t in report.traces for c in t.calls if c["flops"] and c["tflops_per_s"]]
-    out.append(plots.scatter("Achieved TFLOP/s per attention call", points, "FLOPs per call",
-                             "TFLOP/s") if points else "<p>No attention call with known shapes.</p>")
+    out.append(
+        '<section id="roofline"><h2>Attention throughput</h2>'
+        '<p class="muted">One dot per attention call whose shapes are known (record_shapes): x is its '
+        "FLOPs (attention_calls.flops = 4·B·H·Sq·Skv·D, halved when causal; log scale), y the achieved "
+        "TFLOP/s at kernel-level time (attention_calls.tflops_per_s). Arithmetic intensity is not "
+        "plotted: the trace does not record the bytes a fused kernel moves.</p>"
+    )
+    points = [
+        {"series": t.label, "label": f"call {c['call_id']}", "x": c["flops"], "y": c["tflops_per_s"]}
+        for t in report.traces
+        for c in t.calls
+        if c["flops"] and c["tflops_per_s"]
+    ]
+    out.append(
+        plots.scatter("Achieved TFLOP/s per attention call", points, "FLOPs per call", "TFLOP/s")
+        if points
+        else "<p>No attention call with known shapes.</p>"
+    )
     out.append("</section>")
     return out
 
@@ -259,21 +299,36 @@ def _comparison(report: Report) -> list[str]:
     c = report.comparison
     sfx = "_per_call" if c["per_call"] else ""
     basis = "per attention call" if c["per_call"] else "totals"
-    out = ['<section id="comparison"><h2>Comparison with the first trace</h2>',
-           (f'<p class="muted">GPU time by stage against <b>{escape(c["against"])}</b> ({basis}), '
-            "sorted by impact; the same as <code>tracekit diff</code>.</p>")]
+    out = [
+        '<section id="comparison"><h2>Comparison with the first trace</h2>',
+        (
+            f'<p class="muted">GPU time by stage against <b>{escape(c["against"])}</b> ({basis}), '
+            "sorted by impact; the same as <code>tracekit diff</code>.</p>"
+        ),
+    ]
     for label, rows in c["tables"].items():
-        out.append(f'<h3>{escape(label)} vs {escape(c["against"])}</h3>')
-        out.append(f'<table class="diff" data-trace="{escape(label)}"><thead><tr><th>stage</th><th>change</th>'
-                   f'<th>GPU ops {escape(c["against"])}</th><th>GPU ops {escape(label)}</th>'
-                   f'<th>{escape(c["against"])}</th><th>{escape(label)}</th><th>delta</th><th>delta %</th>'
-                   "<th>ratio</th></tr></thead><tbody>")
+        out.append(f"<h3>{escape(label)} vs {escape(c['against'])}</h3>")
+        out.append(
+            f'<table class="diff" data-trace="{escape(label)}"><thead><tr><th>stage</th><th>change</th>'
+            f"<th>GPU ops {escape(c['against'])}</th><th>GPU ops {escape(label)}</th>"
+            f"<th>{escape(c['against'])}</th><th>{escape(label)}</th><th>delta</th><th>delta %</th>"
+            "<th>ratio</th></tr></thead><tbody>"
+        )
         for r in rows:
-            cells = [("a_gpu_ops" + sfx, "num"), ("b_gpu_ops" + sfx, "num"), ("a_ns" + sfx, "ns"),
-                     ("b_ns" + sfx, "ns"), ("delta_ns" + sfx, "ns"), ("delta_pct", "pct"), ("ratio", "x")]
+            cells = [
+                ("a_gpu_ops" + sfx, "num"),
+                ("b_gpu_ops" + sfx, "num"),
+                ("a_ns" + sfx, "ns"),
+                ("b_ns" + sfx, "ns"),
+                ("delta_ns" + sfx, "ns"),
+                ("delta_pct", "pct"),
+                ("ratio", "x"),
+            ]
             out.append(f"<tr><th>{escape(r['stage'])}</th><td>{escape(r['change'])}</td>")
-            out += [f'<td class="num" data-key="{k}" data-value="{escape(_data(r[k]))}">{escape(fmt(r[k], u))}</td>'
-                    for k, u in cells]
+            out += [
+                f'<td class="num" data-key="{k}" data-value="{escape(_data(r[k]))}">{escape(fmt(r[k], u))}</td>'
+                for k, u in cells
+            ]
             out.append("</tr>")
         out.append("</tbody></table>")
     out.append("</section>")
@@ -281,19 +336,33 @@ def _comparison(report: Report) -> list[str]:
 
 
 def _evidence(report: Report) -> list[str]:
-    out = ['<section id="evidence"><h2>Evidence</h2>',
-           ('<p class="muted">The rows behind each finding: the finding\'s query, filtered to the trace '
-            f"(at most {findings.MAX_ROWS} rows shown; the command lists them all).</p>")]
+    out = [
+        '<section id="evidence"><h2>Evidence</h2>',
+        (
+            '<p class="muted">The rows behind each finding: the finding\'s query, filtered to the trace '
+            f"(at most {findings.MAX_ROWS} rows shown; the command lists them all).</p>"
+        ),
+    ]
     for i, t in enumerate(report.traces):
         for f in t.findings:
-            out.append(f'<h3 id="{_evidence_id(i, f.id)}">{escape(t.label)}: {escape(f.title)} '
-                       f'<span class="muted">({f.rows_total} rows; <code>{escape(_hint(t, f.query))}</code>)</span></h3>')
-            out.append(f'<table class="evidence" data-finding="{escape(f.id)}" data-trace="{escape(t.label)}">'
-                       "<thead><tr>" + "".join(f"<th>{escape(c)}</th>" for c in f.columns) + "</tr></thead><tbody>")
+            out.append(
+                f'<h3 id="{_evidence_id(i, f.id)}">{escape(t.label)}: {escape(f.title)} '
+                f'<span class="muted">({f.rows_total} rows; <code>{escape(_hint(t, f.query))}</code>)</span></h3>'
+            )
+            out.append(
+                f'<table class="evidence" data-finding="{escape(f.id)}" data-trace="{escape(t.label)}">'
+                "<thead><tr>" + "".join(f"<th>{escape(c)}</th>" for c in f.columns) + "</tr></thead><tbody>"
+            )
             for r in f.rows:
-                out.append("<tr>" + "".join(
-                    f'<td class="{"num" if isinstance(r[c], (int, float)) and not isinstance(r[c], bool) else "text"}">'
-                    f"{escape(_cell(r[c], exact=True))}</td>" for c in f.columns) + "</tr>")
+                out.append(
+                    "<tr>"
+                    + "".join(
+                        f'<td class="{"num" if isinstance(r[c], (int, float)) and not isinstance(r[c], bool) else "text"}">'
+                        f"{escape(_cell(r[c], exact=True))}</td>"
+                        for c in f.columns
+                    )
+                    + "</tr>"
+                )
             out.append("</tbody></table>")
     out.append("</section>")
     return out

@@ -44,8 +44,10 @@ def _read(path: Path, columns: list[str] | None) -> list[dict]:
             # csv fills a short row's missing fields with None and files a long row's
             # extras under None: either way a comma in a field was not quoted.
             if None in row or None in row.values():
-                raise TracekitError(f"{path}:{reader.line_num}: row does not have the header's {len(header)} "
-                                    "fields (quote a field that holds a comma)")
+                raise TracekitError(
+                    f"{path}:{reader.line_num}: row does not have the header's {len(header)} "
+                    "fields (quote a field that holds a comma)"
+                )
             if any(v.strip() for v in row.values()):
                 rows.append((reader.line_num, row))
     if columns is not None and rows and header != columns:
@@ -80,7 +82,10 @@ def load(con: duckdb.DuckDBPyConnection, extra_dirs=(), temp: bool = False) -> l
         for d in dirs:
             path = d / f"{name}.csv"
             if path.is_file():
-                rows += [(*[r[c] for c in columns], str(path)) for r in (_read(path, columns) if d != SHIPPED else shipped_rows)]
+                rows += [
+                    (*[r[c] for c in columns], str(path))
+                    for r in (_read(path, columns) if d != SHIPPED else shipped_rows)
+                ]
         cols = ", ".join(f'"{c}" VARCHAR' for c in columns)
         kind = "TEMP TABLE" if temp else "TABLE"
         con.execute(f"CREATE OR REPLACE {kind} rule_{name} ({cols}, rule_file VARCHAR, rule_order INTEGER)")

@@ -100,7 +100,9 @@ record_function_id BIGINT  args["Record function id"].
 
 _TABLES = [
     Table(
-        "traces", "table", "base",
+        "traces",
+        "table",
+        "base",
         "One row per input file (a trace; a rank in a distributed run).",
         _cols("""
 trace_id INTEGER  Id of the trace within this database, from 1.
@@ -124,7 +126,9 @@ metadata JSON  Every top-level key of the file except traceEvents, as written (d
 """),
     ),
     Table(
-        "devices", "table", "base",
+        "devices",
+        "table",
+        "base",
         "GPU properties from the trace's deviceProperties, one row per device per trace.",
         _cols("""
 trace_id INTEGER  traces.trace_id.
@@ -145,42 +149,58 @@ props JSON  The full deviceProperties entry.
 """),
     ),
     Table(
-        "events", "table", "base",
+        "events",
+        "table",
+        "base",
         "Every input event, one row each, whatever its phase: the single base table of events (event_counts counts it). The views below select by phase.",
         _EVENTS,
     ),
     Table(
-        "slices", "view", "base",
+        "slices",
+        "view",
+        "base",
         "Complete events (ph X): CPU ops, annotations, python functions, runtime calls, GPU ops, ...",
         _EVENTS,
     ),
     Table(
-        "instants", "view", "base",
+        "instants",
+        "view",
+        "base",
         "Instant events (ph i, I, R): memory events, markers such as 'Iteration Start'.",
         _EVENTS,
     ),
     Table(
-        "flows", "view", "base",
+        "flows",
+        "view",
+        "base",
         "Flow events (ph s, t, f): ac2g (launch -> GPU op), fwdbwd (forward -> backward), legacy async flows.",
         _EVENTS,
     ),
     Table(
-        "counters", "view", "base",
+        "counters",
+        "view",
+        "base",
         "Counter events (ph C); args holds the series values.",
         _EVENTS,
     ),
     Table(
-        "metadata_events", "view", "base",
+        "metadata_events",
+        "view",
+        "base",
         "Metadata events (ph M): process/thread names, labels and sort indices (see the processes and threads views).",
         _EVENTS,
     ),
     Table(
-        "other_events", "view", "base",
+        "other_events",
+        "view",
+        "base",
         "Events of any other phase (B/E, async b/e/n, samples, unknown) or without ph: kept, not dropped.",
         _EVENTS,
     ),
     Table(
-        "tracekit_info", "table", "base",
+        "tracekit_info",
+        "table",
+        "base",
         "How this database was made: schema_version, tracekit_version, created_at, inputs, linked.",
         _cols("""
 key VARCHAR  schema_version, tracekit_version, created_at (UTC), inputs (JSON list of paths) or linked ("true" once the linked tables are built).
@@ -188,29 +208,42 @@ value VARCHAR  The value.
 """),
     ),
     Table(
-        "rule_kernel_precision", "table", "rules",
+        "rule_kernel_precision",
+        "table",
+        "rules",
         "Kernel-name patterns -> precision class (tensor_core, fp32_simt); the first matching row by rule_order wins, no match is 'other'. From tracekit/rules/kernel_precision.csv plus user folders (--rules, $TRACEKIT_RULES_PATH).",
-        _cols("""
+        _cols(
+            """
 pattern VARCHAR  RE2 regular expression matched against gpu_ops.name ((?i) for case-insensitive).
 precision VARCHAR  tensor_core, fp32_simt or other (explicit exclusions listed before the broad patterns).
 note VARCHAR  Why the pattern means this.
-""" + _RULE_COMMON),
+"""
+            + _RULE_COMMON
+        ),
     ),
     Table(
-        "rule_label_stages", "table", "rules",
+        "rule_label_stages",
+        "table",
+        "rules",
         "record_function label patterns -> attention stage and/or attention call (tracekit/rules/label_stages.csv plus user folders). The first matching row by rule_order wins.",
-        _cols("""
+        _cols(
+            """
 pattern VARCHAR  RE2 regular expression matched against the annotation's name ((?i) for case-insensitive).
 stage VARCHAR  Stage the label means (\\1: the pattern's first group, e.g. stage:softmax -> softmax); empty: none.
 call VARCHAR  yes: each range with this label is one attention call.
 impl VARCHAR  Attention implementation the label names (\\1 allowed), used when no op says more.
 note VARCHAR  Why.
-""" + _RULE_COMMON),
+"""
+            + _RULE_COMMON
+        ),
     ),
     Table(
-        "rule_op_stages", "table", "rules",
+        "rule_op_stages",
+        "table",
+        "rules",
         "CPU op name patterns -> stage, attention call and impl (tracekit/rules/op_stages.csv plus user folders). The first matching row by rule_order wins.",
-        _cols("""
+        _cols(
+            """
 pattern VARCHAR  RE2 regular expression matched against the cpu_op's name.
 stage VARCHAR  Stage of the GPU ops launched below the op (matmul and proj are resolved to qk_matmul/pv_matmul and qkv_proj/out_proj by position in the call); empty: none.
 call VARCHAR  yes: the op is (or starts) one attention call.
@@ -219,22 +252,31 @@ context VARCHAR  any: applies everywhere; call: only inside an attention call (g
 scope VARCHAR  outer: the outermost such op below the call decides for its subtree; inner: the op decides for its own subtree wherever it sits.
 causal_arg VARCHAR  Index of is_causal in the op's Concrete Inputs; marks the op whose Input Dims give the call's shapes.
 note VARCHAR  Why.
-""" + _RULE_COMMON),
+"""
+            + _RULE_COMMON
+        ),
     ),
     Table(
-        "rule_kernel_stages", "table", "rules",
+        "rule_kernel_stages",
+        "table",
+        "rules",
         "Kernel name patterns -> stage (tracekit/rules/kernel_stages.csv plus user folders): used when labels and ops leave a GPU op undecided (graph replays, orphans). Patterns see the name without template and parameter lists.",
-        _cols("""
+        _cols(
+            """
 pattern VARCHAR  RE2 regular expression matched against the kernel's base name (no <...> or (...)).
 stage VARCHAR  Stage of the kernel.
 impl VARCHAR  Attention implementation, when the name tells.
 context VARCHAR  any: applies everywhere; call: only to kernels launched inside an attention call.
 attention VARCHAR  yes: an attention kernel (counted in kernel-level attention time).
 note VARCHAR  Why.
-""" + _RULE_COMMON),
+"""
+            + _RULE_COMMON
+        ),
     ),
     Table(
-        "cpu_stages", "table", "attention",
+        "cpu_stages",
+        "table",
+        "attention",
         "Attention stage of every CPU slice (cpu_slices), decided by labels, then op rules; the basis of CPU-time attribution.",
         _cols("""
 id BIGINT  cpu_slices.id.
@@ -250,7 +292,9 @@ self_ns BIGINT  The slice's self time, ns (cpu_slices.self_ns).
 """),
     ),
     Table(
-        "gpu_op_stages", "table", "attention",
+        "gpu_op_stages",
+        "table",
+        "attention",
         "Attention stage of every GPU op: from its launch's cpu_stages (label, op), else Kineto's gpu_user_annotation (orphans), else kernel-name rules.",
         _cols("""
 id BIGINT  gpu_ops.id.
@@ -268,7 +312,9 @@ dur_ns BIGINT  Duration, ns.
 """),
     ),
     Table(
-        "attention_calls", "table", "attention",
+        "attention_calls",
+        "table",
+        "attention",
         "One row per attention call: a range labelled as a call, an attention op (SDPA, flash_attn, vLLM, ...), or an attention kernel found by name outside any call.",
         _cols("""
 call_id BIGINT  The call's id: the labelled range's or op's cpu_slices.id, or the kernel's gpu_ops.id.
@@ -294,12 +340,16 @@ flops BIGINT  4*batch*heads*seq_q*seq_kv*head_dim (QK^T and PV), halved when cau
 """),
     ),
     Table(
-        "cpu_slices", "table", "linked",
+        "cpu_slices",
+        "table",
+        "linked",
         "CPU-side slices that nest by time on one thread (cpu_op, user_annotation, runtime, driver, overhead), with their place in the stack. python_function events nest by python_parent_id instead.",
         _cols(_CPU_SLICE),
     ),
     Table(
-        "runtime_calls", "table", "linked",
+        "runtime_calls",
+        "table",
+        "linked",
         "Runtime and driver API calls (cudaLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch, hipLaunchKernel, cudaMemcpyAsync, ...) with their enclosing CPU op stack.",
         _cols("""
 id BIGINT  slices.id of the call.
@@ -326,7 +376,9 @@ flow_matches BOOLEAN  An ac2g flow with this correlation starts at this call (sa
 """),
     ),
     Table(
-        "gpu_ops", "table", "linked",
+        "gpu_ops",
+        "table",
+        "linked",
         "GPU ops (kernels, memcpys, memsets) linked to their launch and, through it, the CPU op stack. GPU ops whose launch is not in the trace are kept with orphan = true.",
         _cols("""
 id BIGINT  slices.id of the GPU op.
@@ -368,7 +420,9 @@ memory_bandwidth_gbps DOUBLE  args["memory bandwidth (GB/s)"] of a memcpy/memset
 """),
     ),
     Table(
-        "python_functions", "table", "linked",
+        "python_functions",
+        "table",
+        "linked",
         "python_function events (with_stack) with their Python ids and parent.",
         _cols("""
 id BIGINT  events.id.
@@ -385,7 +439,9 @@ parent_id BIGINT  The enclosing frame's id (python_functions.id), NULL at the to
 """),
     ),
     Table(
-        "collectives", "table", "linked",
+        "collectives",
+        "table",
+        "linked",
         "CPU ops and kernels carrying collective-communication args (record_param_comms, NCCL/RCCL kernels).",
         _cols("""
 id BIGINT  events.id.
@@ -410,17 +466,23 @@ pg_ranks VARCHAR  args["Process Group Ranks"].
 """),
     ),
     Table(
-        "cpu_ops", "view", "linked",
+        "cpu_ops",
+        "view",
+        "linked",
         "cpu_slices of kind cpu_op (aten:: and other operators).",
         _cols(_CPU_SLICE),
     ),
     Table(
-        "annotations", "view", "linked",
+        "annotations",
+        "view",
+        "linked",
         "cpu_slices of kind user_annotation (record_function ranges, ProfilerStep#N).",
         _cols(_CPU_SLICE),
     ),
     Table(
-        "kernel_precision_classes", "view", "rules",
+        "kernel_precision_classes",
+        "view",
+        "rules",
         "Every distinct kernel name with its precision class: the first rule_kernel_precision row (by rule_order) whose pattern matches, else other. The queries kernel_precision, kernel_classes and findings.fp32_simt_gemm read it.",
         _cols("""
 name VARCHAR  Kernel name (gpu_ops.name of kind kernel).
@@ -431,7 +493,9 @@ rule_order INTEGER  That row's rule_order.
 """),
     ),
     Table(
-        "gpu_op_events", "view", "base",
+        "gpu_op_events",
+        "view",
+        "base",
         "GPU ops (kernels, memcpys, memsets) straight from events, with whether a runtime call of the same "
         "correlation is in the trace: the rows of gpu_ops and its orphan flag (negated), there from the load "
         "on, before the linked model is built. gpu_timeline and top_kernels read it.",
@@ -450,7 +514,9 @@ linked BOOLEAN  A runtime/driver call of the trace has this correlation (= NOT g
 """),
     ),
     Table(
-        "processes", "view", "base",
+        "processes",
+        "view",
+        "base",
         "Process names, labels and sort order from metadata events.",
         _cols("""
 trace_id INTEGER  traces.trace_id.
@@ -461,7 +527,9 @@ sort_index BIGINT  process_sort_index.
 """),
     ),
     Table(
-        "threads", "view", "base",
+        "threads",
+        "view",
+        "base",
         "Thread (and GPU stream) names and sort order from metadata events.",
         _cols("""
 trace_id INTEGER  traces.trace_id.
@@ -497,7 +565,10 @@ def markdown() -> str:
         "",
     ]
     for group, title in (
-        ("base", "Base tables"), ("linked", "Linked model"), ("attention", "Attention attribution"), ("rules", "Rule tables"),
+        ("base", "Base tables"),
+        ("linked", "Linked model"),
+        ("attention", "Attention attribution"),
+        ("rules", "Rule tables"),
     ):
         out += [f"## {title}", ""]
         for t in _TABLES:

@@ -71,6 +71,7 @@ def trace_labels(paths: list[Path]) -> list[str]:
     When two files share a name (one directory per rank), the shortest
     distinguishing tail of their paths is used instead.
     """
+
     def label(p: Path, depth: int) -> str:
         parts = list(p.parts[-depth:])
         parts[-1] = _STRIP.sub("", parts[-1]) or parts[-1]
