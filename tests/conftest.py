@@ -28,7 +28,10 @@ SHARED_TRACES = [
     "tracelens/h100_bert-small_sdpa-flash.json.gz",
     "tracelens/mi210_gpu_only.json.gz",
     "tracelens/mi300_bert-small_sdpa-flash.json.gz",
+    "tracelens/mi300_falconsai_vit_sdpa_modules.json.gz",
+    "tracelens/mi300_sglang_qwen3-8b_capture_modules.json.gz",
     "tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz",
+    "tracelens/mi300_xdit_flux1_aiter-sage_t5-clip-eager.json.gz",
     "tracelens/normalization_gpu_user_annotation.json.gz",
     "tracelens/torch_compile_triton.json.gz",
 ]

@@ -178,6 +178,8 @@ ATTENTION_KERNELS = [
     ("tracelens/h100_bert-small_sdpa-flash.json.gz", "flash_fwd_kernel", "fused_attention"),
     ("tracelens/mi300_bert-small_sdpa-flash.json.gz", "attn_fwd", "fused_attention"),
     ("tracelens/torch_compile_triton.json.gz", "attn_fwd", "fused_attention"),
+    ("tracelens/mi300_falconsai_vit_sdpa_modules.json.gz", "attn_fwd", "fused_attention"),
+    ("tracelens/mi300_xdit_flux1_aiter-sage_t5-clip-eager.json.gz", "attn_fwd", "fused_attention"),
     ("tracelens/b200_vllm_eager_paged-fp8.json.gz", "fmhaSm100aKernel", "fused_attention"),
     ("tracelens/b200_vllm_eager_paged-fp8.json.gz", "reshape_and_cache_flash_kernel", "kv_cache"),
     ("tracelens/b200_vllm_eager_paged-fp8.json.gz", "rotary_embedding_kernel", "rope"),
