@@ -12,7 +12,7 @@ import pytest
 from synthetic import post_variants
 
 import tracekit
-from tracekit import api, database, queries
+from tracekit import api, database, model, queries
 from tracekit.cli import main
 
 
@@ -120,7 +120,7 @@ def test_linked_names_are_the_documented_linked_tables():
 
     documented = {t.name for t in TABLES.values() if t.group in ("linked", "attention", "rules")}
     assert documented == set(api.LINKED_NAMES)
-    assert set(database.VIEWS) | set(database.LINKED_VIEWS) >= {"gpu_op_events", "cpu_ops"}
+    assert set(database.VIEWS) | set(model.VIEWS) >= {"gpu_op_events", "cpu_ops"}
 
 
 def test_a_database_being_written_elsewhere_gets_a_clear_error(trace_file, tmp_path):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from . import attribution, database, link, queries, rules
+from . import database, model, queries
 from .errors import QueryError, TraceFormatError
 from .schema import TABLES
 from .sources import discover
@@ -26,8 +26,8 @@ def _polars():
     return polars
 
 
-# Tables and views the link step creates (see database.link_tables).
-LINKED_NAMES = (*link.TABLES, *attribution.TABLES, *database.LINKED_VIEWS, *(f"rule_{n}" for n in rules.names()))
+# Tables and views the linked model creates.
+LINKED_NAMES = model.NAMES
 _LINKED = {n.lower() for n in LINKED_NAMES}
 _LINKED_RE = re.compile(r"\b(" + "|".join(LINKED_NAMES) + r")\b", re.IGNORECASE)
 
@@ -84,7 +84,7 @@ class Trace:
         self._con = con
         self.path = path
         self._read_only = read_only
-        self._linked = None
+        self._linked: bool | None = None
         # Called with True before and False after a link step, e.g. to show a status line.
         self.on_link = None
 
@@ -98,7 +98,7 @@ class Trace:
     def linked(self) -> bool:
         """Whether the linked tables exist yet."""
         if self._linked is None:
-            self._linked = database.is_linked(self._con)
+            self._linked = model.is_built(self._con)
         return self._linked
 
     def link(self) -> Trace:
@@ -123,11 +123,11 @@ class Trace:
                 # Not writable here (permissions, or open elsewhere): link
                 # for this connection only.
                 self._con = duckdb.connect(str(self.path), read_only=True)
-                database.link_tables(self._con, temp=True)
+                model.build(self._con, temp=True)
             else:
                 self._con = duckdb.connect(str(self.path), read_only=True)
         else:
-            database.link_tables(self._con)
+            model.build(self._con)
         self._linked = True
 
     def _for(self, sql: str) -> duckdb.DuckDBPyConnection:
@@ -192,10 +192,7 @@ class Trace:
             return self
         self.link()
         try:
-            rules.load(self.con, rule_dirs, temp=True)
-            link.nest(self.con)
-            attribution.build(self.con, temp=True)
-            link.drop_work(self.con)
+            model.reattribute(self.con, rule_dirs)
         except duckdb.Error as exc:
             raise QueryError(
                 f"re-attributing with {', '.join(map(str, rule_dirs))} failed: {str(exc).strip()}"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, attribution, ingest, link, rules
+from . import __version__, ingest, model, rules
 from .errors import TraceFormatError, TracekitError
 from .kinds import GPU_OP_KINDS, LAUNCH_KINDS
 from .sources import Source, discover
@@ -55,20 +55,6 @@ VIEWS = {
         GROUP BY trace_id, pid, tid""",
 }
 
-# Views over the linked tables, created with them (see ``link_tables``).
-LINKED_VIEWS = {
-    "cpu_ops": "SELECT * FROM cpu_slices WHERE kind = 'cpu_op'",
-    # Views read the rule table at query time, so --rules (TEMP tables) reaches them.
-    "kernel_precision_classes": """
-        SELECT d.name, coalesce(r.precision, 'other') AS precision, r.pattern AS rule, r.note AS rule_note,
-               r.rule_order
-        FROM (SELECT DISTINCT name FROM gpu_ops WHERE kind = 'kernel') d
-        LEFT JOIN rule_kernel_precision r ON regexp_matches(d.name, r.pattern)
-        QUALIFY row_number() OVER (PARTITION BY d.name ORDER BY r.rule_order NULLS LAST) = 1""",
-    "annotations": "SELECT * FROM cpu_slices WHERE kind = 'user_annotation'",
-}
-
-
 # Table macros: shared SQL the queries call. Documented in docs/schema.md.
 MACROS = {
     "busy_union": (
@@ -104,7 +90,7 @@ def build(
     """Fill an empty connection with the base tables, and the linked ones when ``linked``.
 
     Without ``linked`` the linked model (cpu_slices, gpu_ops, the stage
-    tables, ...) is built on first use: ``link_tables``, which the API
+    tables, ...) is built on first use: ``model.build``, which the API
     calls for any query that names one of them.
     """
     con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
@@ -123,32 +109,7 @@ def build(
     }
     con.executemany("INSERT INTO tracekit_info VALUES (?, ?)", list(info.items()))
     if linked:
-        link_tables(con)
-
-
-def is_linked(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether the linked tables exist (in the database or as this session's TEMP tables)."""
-    rows = con.execute("SELECT value FROM tracekit_info WHERE key = 'linked'").fetchall()
-    if rows and rows[0][0] == "true":
-        return True
-    return bool(con.execute("SELECT 1 FROM duckdb_tables() WHERE temporary AND table_name = 'cpu_slices'").fetchall())
-
-
-def link_tables(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
-    """Build the linked model over the base tables (see ``link`` and ``attribution``).
-
-    ``temp=True`` builds it as TEMP tables and views of this connection
-    only: for a database that cannot be written.
-    """
-    link.build(con, keep_work=True, temp=temp)
-    rules.load(con, temp=temp)
-    attribution.build(con, temp=temp)
-    link.drop_work(con)
-    kind = "TEMP VIEW" if temp else "VIEW"
-    for name, sql in LINKED_VIEWS.items():
-        con.execute(f"CREATE OR REPLACE {kind} {name} AS {sql}")
-    if not temp:
-        con.execute("UPDATE tracekit_info SET value = 'true' WHERE key = 'linked'")
+        model.build(con)
 
 
 def link_memory_limit(con: duckdb.DuckDBPyConnection) -> str:
@@ -161,9 +122,9 @@ def link_file(path: Path) -> None:
     con = duckdb.connect(str(path), config={"checkpoint_threshold": "1TB"})
     try:
         con.execute(f"SET memory_limit = '{link_memory_limit(con)}'")
-        if not is_linked(con):
+        if not model.is_built(con):
             con.execute("BEGIN")
-            link_tables(con)
+            model.build(con)
             con.execute("COMMIT")
             con.execute("CHECKPOINT")
     finally:

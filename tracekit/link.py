@@ -45,18 +45,16 @@ def _in(values) -> str:
     return "(" + ", ".join(f"'{v}'" for v in values) + ")"
 
 
-def build(con: duckdb.DuckDBPyConnection, keep_work: bool = False, temp: bool = False) -> None:
-    """Create the linked tables from the base tables.
-
-    ``keep_work`` leaves the working tables ``_cpu`` (every CPU slice with
-    its position on the axis) and ``_anc`` (container ancestors) for the
-    attribution step; ``drop_work`` removes them. ``temp`` creates the
-    tables as TEMP tables (a database opened read-only).
-    """
-    kind = "TEMP TABLE" if temp else "TABLE"
+def nest(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the working tables: ``_cpu`` (every CPU slice with its position on the
+    axis), ``_anc`` (container ancestors) and the containers' stacks, which
+    ``build_tables`` and the attribution read; ``drop_work`` removes them."""
     con.execute("SET prefer_range_joins = true")
-    keyed = _axis(con)
-    _nest_containers(con, keyed)
+    _nest_containers(con, _axis(con))
+
+
+def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
+    """Create the linked tables (``kind``: TABLE, or TEMP TABLE for a read-only database) after ``nest``."""
     _nest_leaves(con)
     _cpu_slices(con, kind)
     _runtime_calls(con, kind)
@@ -65,21 +63,11 @@ def build(con: duckdb.DuckDBPyConnection, keep_work: bool = False, temp: bool = 
     _collectives(con, kind)
     for t in ("_cstack", "_lstack"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
-    if not keep_work:
-        drop_work(con)
-
-
-def nest(con: duckdb.DuckDBPyConnection) -> None:
-    """Recreate only the working tables (for re-attribution over a finished database)."""
-    con.execute("SET prefer_range_joins = true")
-    _nest_containers(con, _axis(con))
-    con.execute("DROP TABLE IF EXISTS _cont")
-    con.execute("DROP TABLE IF EXISTS _cstack")
 
 
 def drop_work(con: duckdb.DuckDBPyConnection) -> None:
-    """Drop the working tables ``build(keep_work=True)`` left."""
-    for t in ("_cpu", "_anc"):
+    """Drop the working tables ``nest`` and ``build_tables`` leave."""
+    for t in ("_cpu", "_anc", "_cont", "_cstack", "_lstack"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
 
 

@@ -1,0 +1,120 @@
+"""The linked model: the one place that knows how it is built and what it creates.
+
+``tracekit load`` writes the events and base tables (``ingest``); everything
+below is built over them by ``build``, once per database, either at load time
+(``load --link``) or by the first query that reads one of these tables:
+
+1. ``nest``: every CPU slice on one integer axis per thread, with its container
+   ancestors (working tables ``_cpu``, ``_anc``; see ``link``);
+2. ``link``: cpu_slices, runtime_calls, gpu_ops, python_functions, collectives;
+3. ``rules``: the ``rule_*`` tables from the shipped and user rule folders;
+4. ``attribution``: cpu_stages, gpu_op_stages, attention_calls;
+5. ``views``: views over the linked tables.
+
+Re-attribution with other rule folders (``--rules``) runs steps 1, 3 and 4
+again as TEMP tables of one connection, which shadow the stored ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from . import attribution, link, rules
+
+# Views over the linked tables, created with them.
+VIEWS = {
+    "cpu_ops": "SELECT * FROM cpu_slices WHERE kind = 'cpu_op'",
+    # Views read the rule table at query time, so --rules (TEMP tables) reaches them.
+    "kernel_precision_classes": """
+        SELECT d.name, coalesce(r.precision, 'other') AS precision, r.pattern AS rule, r.note AS rule_note,
+               r.rule_order
+        FROM (SELECT DISTINCT name FROM gpu_ops WHERE kind = 'kernel') d
+        LEFT JOIN rule_kernel_precision r ON regexp_matches(d.name, r.pattern)
+        QUALIFY row_number() OVER (PARTITION BY d.name ORDER BY r.rule_order NULLS LAST) = 1""",
+    "annotations": "SELECT * FROM cpu_slices WHERE kind = 'user_annotation'",
+}
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a step needs besides the connection."""
+
+    temp: bool
+    rule_dirs: tuple[Path, ...]
+
+    @property
+    def kind(self) -> str:
+        """The CREATE keyword for the step's tables."""
+        return "TEMP TABLE" if self.temp else "TABLE"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the build: a name, the tables/views it creates, and what runs it."""
+
+    name: str
+    creates: tuple[str, ...]
+    run: Callable[[duckdb.DuckDBPyConnection, Context], None]
+
+
+def _views(con: duckdb.DuckDBPyConnection, ctx: Context) -> None:
+    kind = "TEMP VIEW" if ctx.temp else "VIEW"
+    for name, sql in VIEWS.items():
+        con.execute(f"CREATE OR REPLACE {kind} {name} AS {sql}")
+
+
+STEPS: tuple[Step, ...] = (
+    Step("nest", (), lambda con, ctx: link.nest(con)),
+    Step("link", link.TABLES, lambda con, ctx: link.build_tables(con, ctx.kind)),
+    Step("rules", tuple(f"rule_{n}" for n in rules.names()), lambda con, ctx: rules.load(con, ctx.rule_dirs, ctx.temp)),
+    Step("attribution", attribution.TABLES, lambda con, ctx: attribution.build(con, temp=ctx.temp)),
+    Step("views", tuple(VIEWS), _views),
+)
+# What re-attribution over a linked database runs again.
+REATTRIBUTE = ("nest", "rules", "attribution")
+
+# Every table and view the model creates (a query naming one needs the model built).
+NAMES: tuple[str, ...] = tuple(name for step in STEPS for name in step.creates)
+
+
+def build(
+    con: duckdb.DuckDBPyConnection, temp: bool = False, rule_dirs: Sequence = (), steps: Sequence[str] | None = None
+) -> None:
+    """Build the linked model over the base tables of ``con``.
+
+    ``temp=True`` creates TEMP tables and views of this connection only (a
+    database that cannot be written, or other rules for one session);
+    ``rule_dirs`` are user rule folders read before the shipped rules;
+    ``steps`` runs only the named steps (default: all). A complete build
+    into the database is recorded in ``tracekit_info``.
+    """
+    wanted = tuple(s.name for s in STEPS) if steps is None else tuple(steps)
+    unknown = set(wanted) - {s.name for s in STEPS}
+    if unknown:
+        raise ValueError(f"unknown model steps: {', '.join(sorted(unknown))}")
+    ctx = Context(temp, tuple(Path(d) for d in rule_dirs))
+    try:
+        for step in STEPS:
+            if step.name in wanted:
+                step.run(con, ctx)
+    finally:
+        link.drop_work(con)
+    if steps is None and not temp:
+        con.execute("UPDATE tracekit_info SET value = 'true' WHERE key = 'linked'")
+
+
+def is_built(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the linked model exists (in the database or as this session's TEMP tables)."""
+    rows = con.execute("SELECT value FROM tracekit_info WHERE key = 'linked'").fetchall()
+    if rows and rows[0][0] == "true":
+        return True
+    return bool(con.execute("SELECT 1 FROM duckdb_tables() WHERE temporary AND table_name = 'cpu_slices'").fetchall())
+
+
+def reattribute(con: duckdb.DuckDBPyConnection, rule_dirs: Sequence) -> None:
+    """Rebuild the rule and attribution tables with ``rule_dirs`` as TEMP tables of ``con``."""
+    build(con, temp=True, rule_dirs=rule_dirs, steps=REATTRIBUTE)
