@@ -11,10 +11,12 @@ In the exported trace both appear as ``cat: "user_annotation"`` complete events.
 
 from __future__ import annotations
 
+import csv
 import fnmatch
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .errors import require
@@ -23,21 +25,15 @@ LABEL_SCHEME = "tracekit-1"
 ATTENTION_PREFIX = "attention:"
 STAGE_PREFIX = "stage:"
 
-STAGES: tuple[str, ...] = (
-    "qkv_proj",
-    "rope",
-    "qk_matmul",
-    "scale",
-    "mask",
-    "softmax",
-    "dropout",
-    "pv_matmul",
-    "out_proj",
-    "kv_cache",
-    "fused_attention",
-    "layout",
-    "other",
-)
+
+def _read_stages() -> tuple[str, ...]:
+    # The vocabulary is declared once, in stages.csv beside this file; the analyzer reads it too.
+    with open(Path(__file__).with_name("stages.csv"), newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return tuple(r["stage"] for r in sorted(rows, key=lambda r: int(r["order"])))
+
+
+STAGES: tuple[str, ...] = _read_stages()
 
 DEFAULT_PATTERNS: tuple[str, ...] = ("*Attention", "*attn*")
 

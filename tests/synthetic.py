@@ -24,6 +24,8 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
+from tracekit import stages
+
 # A real A100-SXM4-80GB as cudaGetDeviceProperties reports it to Kineto.
 A100_SXM4_80GB = {
     "id": 0,
@@ -833,21 +835,7 @@ def _render_event(ev: dict) -> str:
 B, H, S, D = 8, 16, 1024, 64
 QKV = [B, H, S, D]
 SCORES_NUMEL = B * H * S * S  # 134,217,728 elements in the [B, H, S, S] score matrix
-STAGES = (
-    "qkv_proj",
-    "rope",
-    "qk_matmul",
-    "scale",
-    "mask",
-    "softmax",
-    "dropout",
-    "pv_matmul",
-    "out_proj",
-    "kv_cache",
-    "fused_attention",
-    "layout",
-    "other",
-)
+STAGES = stages.names()
 PRECISIONS = ("tensor_core", "fp32_simt", "other")
 
 # Kernel names as CUPTI demangles them on an A100 with PyTorch 2.x.

@@ -28,8 +28,8 @@ def _polars():
 
 # Tables and views the linked model creates.
 LINKED_NAMES = model.NAMES
-_LINKED = {n.lower() for n in LINKED_NAMES}
-_LINKED_RE = re.compile(r"\b(" + "|".join(LINKED_NAMES) + r")\b", re.IGNORECASE)
+_LINKED = {n.lower() for n in (*LINKED_NAMES, *model.MACRO_NAMES)}
+_LINKED_RE = re.compile(r"\b(" + "|".join(sorted(_LINKED)) + r")\b", re.IGNORECASE)
 
 
 def _names(node, out: set) -> set:
@@ -37,6 +37,8 @@ def _names(node, out: set) -> set:
     if isinstance(node, dict):
         if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str):
             out.add(node["table_name"].lower())
+        if node.get("class") == "FUNCTION" and isinstance(node.get("function_name"), str):
+            out.add(node["function_name"].lower())  # a macro over the linked tables
         if node.get("class") == "CONSTANT":
             for holder, key in (("value", "value"), ("literal", "text")):
                 value = node.get(holder)

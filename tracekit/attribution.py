@@ -32,15 +32,19 @@ from __future__ import annotations
 
 import duckdb
 
-CORE_STAGES = ("qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul", "fused_attention")
+from . import stages
+from .sqltext import literal
+
+CORE_STAGES = stages.core()
 # Kernel-level time counts these stages' kernels, plus any kernel a rule names an attention kernel.
-KERNEL_LEVEL_STAGES = ("qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul")
+KERNEL_LEVEL_STAGES = stages.kernel_level()
 TABLES = ("cpu_stages", "gpu_op_stages", "attention_calls")
 
 
-# Kernel rules see the kernel's name without template and parameter lists:
-# argument types (``flashinfer::QuantizationSFLayout``) are not what it does.
-KERNEL_BASE = "regexp_replace(replace(n.name, '(anonymous namespace)', 'anonymous_namespace'), '[<(].*$', '')"
+# Kernel rules see the kernel's name without template and parameter lists
+# (the kernel_base macro): argument types (``flashinfer::QuantizationSFLayout``)
+# are not what it does.
+KERNEL_BASE = "kernel_base(n.name)"
 
 
 def _rule_value(column: str, name: str) -> str:
@@ -164,7 +168,7 @@ def _cpu_stages(con, kind: str) -> None:
             SELECT call_id,
                    min(d.pos) FILTER (WHERE d.stage = 'softmax') AS softmax_pos,
                    min(d.pos) FILTER (WHERE d.stage = 'matmul') AS first_matmul_pos,
-                   min(d.pos) FILTER (WHERE d.stage IN ('matmul', {", ".join(f"'{s}'" for s in CORE_STAGES)}))
+                   min(d.pos) FILTER (WHERE d.stage IN ('matmul', {", ".join(map(literal, CORE_STAGES))}))
                        AS core_pos
             FROM _xstage WHERE call_id IS NOT NULL GROUP BY call_id"""
     )
@@ -204,7 +208,7 @@ def _gpu_op_stages(con, kind: str) -> None:
            WHERE g.orphan
            GROUP BY g.id"""
     )
-    core = ", ".join(f"'{s}'" for s in KERNEL_LEVEL_STAGES)
+    core = ", ".join(map(literal, KERNEL_LEVEL_STAGES))
     con.execute(
         f"""
         CREATE {kind} gpu_op_stages AS

@@ -19,10 +19,11 @@ from . import __version__, ingest, model, rules
 from .errors import TraceFormatError, TracekitError
 from .kinds import GPU_OP_KINDS, LAUNCH_KINDS
 from .sources import Source, discover
+from .sqltext import Macro, in_list
 
 # Bump whenever a table or column changes meaning: cached databases with
 # another version are rebuilt, user-built ones are refused with advice.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Views over the base tables: there from the load on.
 VIEWS = {
@@ -33,9 +34,9 @@ VIEWS = {
     "gpu_op_events": f"""
         SELECT g.id, g.trace_id, g.kind, g.name, g.pid, g.tid, g.ts_ns, g.dur_ns, g.end_ns, g.correlation,
                g.correlation IN (SELECT r.correlation FROM events r
-                                 WHERE r.ph = 'X' AND r.kind IN {LAUNCH_KINDS} AND r.trace_id = g.trace_id)
+                                 WHERE r.ph = 'X' AND r.kind IN {in_list(LAUNCH_KINDS)} AND r.trace_id = g.trace_id)
                    IS TRUE AS linked
-        FROM events g WHERE g.ph = 'X' AND g.kind IN {GPU_OP_KINDS}""",
+        FROM events g WHERE g.ph = 'X' AND g.kind IN {in_list(GPU_OP_KINDS)}""",
     "processes": """
         SELECT trace_id, pid,
                max(json_extract_string(args, '$.name')) FILTER (WHERE name = 'process_name') AS name,
@@ -55,9 +56,10 @@ VIEWS = {
         GROUP BY trace_id, pid, tid""",
 }
 
-# Table macros: shared SQL the queries call. Documented in docs/schema.md.
-MACROS = {
-    "busy_union": (
+# Macros over the base tables: there from the load on (model.MACROS: over the linked tables).
+MACROS = (
+    Macro(
+        "busy_union",
         "intervals",
         "Union of intervals per group: busy_union(T) where T has columns grp, ts_ns, end_ns gives one row per "
         "grp with busy_ns (covered time, overlaps counted once), first_ns and last_ns.",
@@ -80,8 +82,22 @@ MACROS = {
             GROUP BY grp, island
         )
         GROUP BY grp""",
+        table=True,
     ),
-}
+    Macro(
+        "kernel_base",
+        "name",
+        "A kernel's name without template and parameter lists (what it does, not its argument types): "
+        "kernel-name rules match it. `(anonymous namespace)` is kept as `anonymous_namespace`.",
+        "regexp_replace(replace(name, '(anonymous namespace)', 'anonymous_namespace'), '[<(].*$', '')",
+    ),
+    Macro(
+        "block_threads",
+        "block",
+        "Threads per block of a kernel's block dimensions (gpu_ops.block, [x, y, z]; missing dimensions count 1).",
+        "block[1] * coalesce(block[2], 1) * coalesce(block[3], 1)",
+    ),
+)
 
 
 def build(
@@ -98,8 +114,8 @@ def build(
     ingest.ingest(con, sources, progress=progress, warn=warn)
     for name, sql in VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
-    for name, (arg, _, sql) in MACROS.items():
-        con.execute(f"CREATE MACRO {name}({arg}) AS TABLE {sql}")
+    for macro in MACROS:
+        con.execute(macro.create())
     info = {
         "schema_version": str(SCHEMA_VERSION),
         "tracekit_version": __version__,

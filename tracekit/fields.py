@@ -7,63 +7,30 @@ them), kernel launch parameters on ``gpu_ops``, shapes on ``cpu_slices``,
 collective parameters on ``collectives``, Python ids on
 ``python_functions``. Typing 30-odd fields on every event cost the load
 more than a third of its time for columns that are NULL on most rows.
+
+Which fields, their columns and types are declared once, with the columns'
+docs, in ``schema`` (``name TYPE {args key}  doc``).
 """
 
 from __future__ import annotations
 
-import json
+from .schema import args_fields
+from .sqltext import json_literal
 
-# (key in args, column, type)
+# (key in args, column, type), declared with the columns in ``schema``.
 Field = tuple[str, str, str]
 
-EVENT: list[Field] = [
-    ("correlation", "correlation", "BIGINT"),
-    ("External id", "external_id", "BIGINT"),
-]
-GPU: list[Field] = [
-    ("device", "device", "INTEGER"),
-    ("stream", "stream", "BIGINT"),
-    ("grid", "grid", "INTEGER[]"),
-    ("block", "block", "INTEGER[]"),
-    ("registers per thread", "registers_per_thread", "INTEGER"),
-    ("shared memory", "shared_memory_bytes", "BIGINT"),
-    ("blocks per SM", "blocks_per_sm", "DOUBLE"),
-    ("warps per SM", "warps_per_sm", "DOUBLE"),
-    ("est. achieved occupancy %", "est_occupancy_pct", "DOUBLE"),
-    ("bytes", "bytes", "BIGINT"),
-    ("memory bandwidth (GB/s)", "memory_bandwidth_gbps", "DOUBLE"),
-]
-OP: list[Field] = [
-    ("Input Dims", "input_dims", "JSON"),
-    ("Input type", "input_types", "JSON"),
-    ("Input Strides", "input_strides", "JSON"),
-    ("Concrete Inputs", "concrete_inputs", "JSON"),
-    ("Sequence number", "sequence_number", "BIGINT"),
-    ("Fwd thread id", "fwd_thread_id", "BIGINT"),
-    ("Record function id", "record_function_id", "BIGINT"),
-]
-RUNTIME: list[Field] = [("cbid", "cbid", "INTEGER")]
-PYTHON: list[Field] = [
-    ("Python id", "python_id", "BIGINT"),
-    ("Python parent id", "python_parent_id", "BIGINT"),
-]
-COLLECTIVE: list[Field] = [
-    ("Collective name", "collective_name", "VARCHAR"),
-    ("In msg nelems", "in_msg_nelems", "BIGINT"),
-    ("Out msg nelems", "out_msg_nelems", "BIGINT"),
-    ("Group size", "group_size", "INTEGER"),
-    ("dtype", "dtype", "VARCHAR"),
-    ("In split size", "in_split_size", "VARCHAR"),
-    ("Out split size", "out_split_size", "VARCHAR"),
-    ("Process Group Name", "pg_name", "VARCHAR"),
-    ("Process Group Description", "pg_desc", "VARCHAR"),
-    ("Process Group Ranks", "pg_ranks", "VARCHAR"),
-]
+EVENT: list[Field] = args_fields("events")
+GPU: list[Field] = args_fields("gpu_ops")
+OP: list[Field] = args_fields("cpu_slices")
+RUNTIME: list[Field] = args_fields("runtime_calls")
+PYTHON: list[Field] = args_fields("python_functions")
+COLLECTIVE: list[Field] = args_fields("collectives")
 
 
 def spec(fields: list[Field]) -> str:
-    """A json_transform struct spec (SQL string literal body) for ``fields``."""
-    return json.dumps({k: t for k, _, t in fields}).replace("'", "''")
+    """A json_transform struct spec (a SQL string literal) for ``fields``."""
+    return json_literal({k: t for k, _, t in fields})
 
 
 def typed(fields: list[Field], args: str, alias: str = "a") -> tuple[str, str]:
@@ -71,6 +38,6 @@ def typed(fields: list[Field], args: str, alias: str = "a") -> tuple[str, str]:
 
     Use as ``SELECT {columns} FROM (SELECT *, {transform} FROM ...)``.
     """
-    transform = f"json_transform({args}, '{spec(fields)}') AS {alias}"
+    transform = f"json_transform({args}, {spec(fields)}) AS {alias}"
     columns = ", ".join(f'{alias}."{k}" AS {col}' for k, col, _ in fields)
     return transform, columns

@@ -24,10 +24,11 @@ from pathlib import Path
 
 import duckdb
 
-from . import fields, reader
+from . import fields, reader, schema
 from .errors import NotATraceError, TraceFormatError
 from .kinds import kind_join_sql
 from .sources import Source, rank_from_name, trace_labels
+from .sqltext import json_literal, literal
 
 # Event keys read into typed columns; any other key puts the event in `extra`.
 EVENT_SPEC = {
@@ -52,25 +53,8 @@ MAX_DUR_US = 1_000_000_000_000
 
 BATCH_BYTES = 1 << 30
 
-BASE_DDL = {
-    "traces": """
-        trace_id INTEGER, trace VARCHAR, path VARCHAR, form VARCHAR, file_bytes BIGINT,
-        events_bytes BIGINT, events BIGINT, rank INTEGER, rank_source VARCHAR, world_size INTEGER,
-        schema_version VARCHAR, trace_name VARCHAR, display_time_unit VARCHAR, base_time_ns BIGINT,
-        first_ts_ns BIGINT, last_end_ns BIGINT, distributed_info JSON, metadata JSON""",
-    "devices": """
-        trace_id INTEGER, device INTEGER, name VARCHAR, compute_capability VARCHAR,
-        total_global_mem_bytes BIGINT, num_sms INTEGER, warp_size INTEGER,
-        max_threads_per_block INTEGER, max_threads_per_sm INTEGER, regs_per_block INTEGER,
-        regs_per_sm INTEGER, shared_mem_per_block_bytes BIGINT, shared_mem_per_sm_bytes BIGINT,
-        shared_mem_per_block_optin_bytes BIGINT, props JSON""",
-    "events": """
-        id BIGINT, trace_id INTEGER, ordinal BIGINT, ph VARCHAR, kind VARCHAR, cat VARCHAR, name VARCHAR,
-        pid VARCHAR, tid VARCHAR, ts_ns BIGINT, dur_ns BIGINT, end_ns BIGINT,
-        flow_id VARCHAR, bp VARCHAR, scope VARCHAR, """
-    + ", ".join(f"{col} {typ}" for _, col, typ in fields.EVENT)
-    + ", args JSON, extra JSON",
-}
+# The base tables, with their columns as declared in ``schema``.
+BASE_TABLES = ("traces", "devices", "events")
 
 # The per-phase views of events; other_events takes the rest.
 PHASE_VIEWS = {
@@ -94,20 +78,12 @@ class _Staged:
 
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Create the empty base tables and the per-phase views of ``events``."""
-    for name, cols in BASE_DDL.items():
-        con.execute(f"CREATE TABLE {name} ({cols})")
+    for name in BASE_TABLES:
+        con.execute(f"CREATE TABLE {name} ({schema.ddl(name)})")
     for name, phases in PHASE_VIEWS.items():
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM events WHERE ph IN ({', '.join(map(_sql_str, phases))})")
-    every = ", ".join(_sql_str(p) for phases in PHASE_VIEWS.values() for p in phases)
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM events WHERE ph IN ({', '.join(map(literal, phases))})")
+    every = ", ".join(literal(p) for phases in PHASE_VIEWS.values() for p in phases)
     con.execute(f"CREATE VIEW other_events AS SELECT * FROM events WHERE ph IS NULL OR ph NOT IN ({every})")
-
-
-def _struct_spec(fields: dict[str, str]) -> str:
-    return json.dumps(fields).replace("'", "''")
-
-
-def _sql_str(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 def ingest(
@@ -170,8 +146,8 @@ def _events_select(batch: list[_Staged]) -> str:
     The trace comes from the part file's name (``t<trace_id>.<n>.json``)
     rather than a join, which keeps DuckDB's parallel scan order-preserving.
     """
-    known = ", ".join(_sql_str(k) for k in EVENT_SPEC)
-    files = ", ".join(_sql_str(str(p)) for st in batch for p in st.staged.parts)
+    known = ", ".join(literal(k) for k in EVENT_SPEC)
+    files = ", ".join(literal(str(p)) for st in batch for p in st.staged.parts)
     # `kind` is filled later, when the rows are copied into `events` (``_kind_select``).
     return f"""
         SELECT CAST(regexp_extract(part, '/t(\\d+)\\.[^/]*$', 1) AS INTEGER) AS trace_id,
@@ -186,10 +162,10 @@ def _events_select(batch: list[_Staged]) -> str:
         FROM (
             SELECT part, e, extra,
                    TRY_CAST(e.ts * 1000 AS BIGINT) AS ts_ns, TRY_CAST(e.dur * 1000 AS BIGINT) AS dur_ns,
-                   CASE WHEN e.args IS NOT NULL THEN json_transform(e.args, '{fields.spec(fields.EVENT)}') END AS a
+                   CASE WHEN e.args IS NOT NULL THEN json_transform(e.args, {fields.spec(fields.EVENT)}) END AS a
             FROM (
                 SELECT filename AS part,
-                       json_transform(json, '{_struct_spec(EVENT_SPEC)}') AS e,
+                       json_transform(json, {json_literal(EVENT_SPEC)}) AS e,
                        -- Objects start with an opening brace (the reader trims them): a check on the
                        -- text, not another parse (json_type cost 0.35 s per 1.5M events).
                        CASE WHEN NOT starts_with(json, '{{')

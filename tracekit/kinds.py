@@ -10,6 +10,8 @@ the raw ``cat``; the raw ``cat`` stays in every table for ``event_counts``.
 
 from __future__ import annotations
 
+from .sqltext import values_rows
+
 # lower(cat) -> kind
 CATEGORY_KINDS: dict[str, str] = {
     "cpu_op": "cpu_op",
@@ -72,7 +74,7 @@ def kind_join_sql(cat: str, ph: str, alias: str = "k") -> tuple[str, str]:
     is no category. A hash join on the few categories costs less than a
     CASE chain per row (0.3 s per 1.5M events) where row order need not be kept.
     """
-    rows = ", ".join(f"('{k}', '{v}')" for k, v in CATEGORY_KINDS.items())
+    rows = values_rows(CATEGORY_KINDS.items())
     join = f"LEFT JOIN (VALUES {rows}) AS {alias}(lcat, kind) ON {alias}.lcat = lower({cat})"
     expr = f"CASE WHEN {cat} IS NULL THEN {_no_cat_kind_sql(ph)} ELSE coalesce({alias}.kind, 'unknown') END"
     return join, expr

@@ -26,6 +26,7 @@ import duckdb
 
 from . import fields
 from .kinds import CPU_NEST_KINDS, GPU_OP_KINDS, LAUNCH_KINDS
+from .sqltext import in_list as _in
 
 # A child may end a few hundred ns after its parent (clock skew between the
 # profiler's callbacks); containment allows this much overhang.
@@ -39,10 +40,6 @@ _CONTAINER_KINDS = tuple(k for k in CPU_NEST_KINDS if k not in LAUNCH_KINDS)
 # the later in the file): the largest position in axis order.
 _INNER = "a_pos"
 _ENCLOSES = f"a_end > c_ts AND a_end >= c_end - {BLEED_NS}"
-
-
-def _in(values) -> str:
-    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
 
 
 def nest(con: duckdb.DuckDBPyConnection) -> None:
@@ -228,11 +225,12 @@ def _runtime_calls(con, kind: str = "TABLE") -> None:
         FROM flows WHERE kind = 'ac2g' AND ph = 's'
         """
     )
+    parse, typed = fields.typed(fields.RUNTIME, "args")
     con.execute(
         f"""
         CREATE {kind} runtime_calls AS
         SELECT s.id, s.trace_id, s.kind, s.name AS api, s.pid, s.tid, s.ts_ns, s.dur_ns, s.end_ns,
-               s.correlation, s.external_id, TRY_CAST(json_extract(s.args, '$.cbid') AS INTEGER) AS cbid,
+               s.correlation, s.external_id, {typed},
                c.op_id AS cpu_op_id, op.name AS cpu_op_name, c.top_op_id, top.name AS top_op_name,
                c.annotation_id, c.annotations[-1] AS annotation_name, c.annotations,
                s.name ILIKE '%graphlaunch%' AS graph_launch,
@@ -240,10 +238,9 @@ def _runtime_calls(con, kind: str = "TABLE") -> None:
                CASE WHEN EXISTS (SELECT 1 FROM _sflow f WHERE f.trace_id = s.trace_id AND f.correlation = s.correlation)
                     THEN EXISTS (SELECT 1 FROM _sflow f WHERE f.trace_id = s.trace_id AND f.correlation = s.correlation
                                  AND f.pid = s.pid AND f.tid = s.tid AND f.ts_ns = s.ts_ns) END AS flow_matches
-        FROM slices s JOIN cpu_slices c USING (id)
+        FROM (SELECT *, {parse} FROM slices WHERE kind IN {_in(LAUNCH_KINDS)}) s JOIN cpu_slices c USING (id)
         LEFT JOIN _cpu op ON op.id = c.op_id
         LEFT JOIN _cpu top ON top.id = c.top_op_id
-        WHERE s.kind IN {_in(LAUNCH_KINDS)}
         """
     )
     con.execute("DROP TABLE _sflow")

@@ -24,6 +24,7 @@ from pathlib import Path
 import duckdb
 
 from . import attribution, link, rules
+from .sqltext import Macro
 
 # Views over the linked tables, created with them.
 VIEWS = {
@@ -36,7 +37,38 @@ VIEWS = {
         LEFT JOIN rule_kernel_precision r ON regexp_matches(d.name, r.pattern)
         QUALIFY row_number() OVER (PARTITION BY d.name ORDER BY r.rule_order NULLS LAST) = 1""",
     "annotations": "SELECT * FROM cpu_slices WHERE kind = 'user_annotation'",
+    # The one definition of a profiler step: the ProfilerStep#N range prof.step() records.
+    "profiler_steps": """
+        SELECT id, trace_id, pid, tid, name AS step_name,
+               TRY_CAST(regexp_extract(name, '^ProfilerStep#([0-9]+)$', 1) AS BIGINT) AS step, ts_ns, end_ns, dur_ns
+        FROM cpu_slices WHERE kind = 'user_annotation' AND name LIKE 'ProfilerStep#%'""",
 }
+
+# Macros over the linked tables, created with them.
+MACROS = (
+    Macro(
+        "kernel_totals",
+        "include_orphans",
+        "Kernels per trace and name: kernel_totals(include_orphans) gives trace_id, name, gpu_ops (launches) and "
+        "total_ns (summed duration); orphans count when include_orphans is true.",
+        """
+        SELECT trace_id, name, count(*) AS gpu_ops, sum(dur_ns)::BIGINT AS total_ns
+        FROM gpu_ops
+        WHERE kind = 'kernel' AND (include_orphans OR NOT orphan)
+        GROUP BY trace_id, name""",
+        table=True,
+    ),
+    Macro(
+        "step_of",
+        "trace, process, at_ns",
+        "The profiler step (ProfilerStep#N's N) whose range contains the CPU time at_ns in process `process` of "
+        "trace `trace`, on any thread of the process (a backward-thread launch belongs to the step it ran in); "
+        "NULL outside every step.",
+        """
+        SELECT max(p.step) FROM profiler_steps p
+        WHERE p.trace_id = trace AND p.pid = process AND at_ns >= p.ts_ns AND at_ns < p.end_ns""",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -65,6 +97,8 @@ def _views(con: duckdb.DuckDBPyConnection, ctx: Context) -> None:
     kind = "TEMP VIEW" if ctx.temp else "VIEW"
     for name, sql in VIEWS.items():
         con.execute(f"CREATE OR REPLACE {kind} {name} AS {sql}")
+    for macro in MACROS:
+        con.execute(macro.create(temp=ctx.temp))
 
 
 STEPS: tuple[Step, ...] = (
@@ -77,8 +111,9 @@ STEPS: tuple[Step, ...] = (
 # What re-attribution over a linked database runs again.
 REATTRIBUTE = ("nest", "rules", "attribution")
 
-# Every table and view the model creates (a query naming one needs the model built).
+# Every table and view the model creates, and its macros (a query naming one needs the model built).
 NAMES: tuple[str, ...] = tuple(name for step in STEPS for name in step.creates)
+MACRO_NAMES: tuple[str, ...] = tuple(m.name for m in MACROS)
 
 
 def build(

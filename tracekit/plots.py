@@ -10,21 +10,9 @@ from __future__ import annotations
 import math
 from html import escape
 
-STAGE_COLORS = {
-    "qkv_proj": "#8c6bb1",
-    "rope": "#c994c7",
-    "qk_matmul": "#2b8cbe",
-    "scale": "#7bccc4",
-    "mask": "#fdae61",
-    "softmax": "#d7301f",
-    "dropout": "#f768a1",
-    "pv_matmul": "#0868ac",
-    "out_proj": "#6a51a3",
-    "kv_cache": "#41ab5d",
-    "fused_attention": "#238b45",
-    "layout": "#969696",
-    "other": "#d9d9d9",
-}
+from . import stages
+
+STAGE_COLORS = stages.colours()
 _EXTRA = ("#e6ab02", "#a6761d", "#666666", "#1b9e77", "#e7298a", "#66a61e")
 SERIES_COLORS = (
     "#1f77b4",

@@ -1,13 +1,20 @@
-"""The documented schema: every table, view and column, with units.
+"""The documented schema: every table, view and column, with units, declared once.
 
-``docs/schema.md`` is generated from this (``python -m tracekit.docgen``),
-``tracekit tables`` prints it, and a test fails when a column of a loaded
-database is missing here, or documented here but missing there.
+Each column's name, type and doc are written here and nowhere else: the base
+tables' DDL (``ingest``) and the typed ``args`` fields (``fields``: a column
+line ``name TYPE {args key}  doc`` is read from that key of ``args``) are
+generated from these declarations; ``docs/schema.md`` is generated from them
+(``python -m tracekit.docgen``), ``tracekit tables`` prints them, and a test
+fails when a column of a loaded database is missing here, or documented here
+but missing there.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+from . import stages
 
 
 @dataclass(frozen=True)
@@ -17,6 +24,8 @@ class Col:
     name: str
     type: str
     doc: str
+    # The args key the column is typed from (None: computed, or not from args).
+    arg: str | None = None
 
 
 @dataclass(frozen=True)
@@ -30,14 +39,27 @@ class Table:
     columns: tuple[Col, ...]
 
 
+_LINE = re.compile(r"(\S+) +(\S+)(?: +\{([^}]+)\})? +(.+)")
+# Placeholders a doc may use, filled from the stage vocabulary (stages.csv).
+_VOCABULARY = {
+    "STAGE_LIST": ", ".join(stages.names()),
+    "KERNEL_LEVEL_LIST": "/".join(stages.kernel_level()),
+}
+
+
 def _cols(spec: str) -> tuple[Col, ...]:
-    """Parse ``name TYPE  doc`` lines."""
+    """Parse ``name TYPE [{args key}]  doc`` lines."""
     out = []
     for line in spec.strip().splitlines():
         if not line.strip():
             continue
-        name, typ, doc = line.strip().split(None, 2)
-        out.append(Col(name, typ, doc))
+        m = _LINE.fullmatch(line.strip())
+        if m is None:
+            raise ValueError(f"bad column declaration: {line!r}")
+        name, typ, arg, doc = m.groups()
+        for key, value in _VOCABULARY.items():
+            doc = doc.replace(key, value)
+        out.append(Col(name, typ, doc, arg))
     return tuple(out)
 
 
@@ -57,8 +79,8 @@ end_ns BIGINT  ts_ns + dur_ns (ts_ns when there is no dur).
 flow_id VARCHAR  The event's id exactly as written (for ac2g flows: the correlation id); VARCHAR because some exceed int64.
 bp VARCHAR  Flow binding point ("e": enclosing slice).
 scope VARCHAR  Instant scope s ("g" global, "p" process, "t" thread).
-correlation BIGINT  args.correlation: links a GPU op to the runtime call that launched it (unique per trace, not across traces).
-external_id BIGINT  args["External id"] (or legacy "external id"): links runtime calls and GPU ops to their CPU op.
+correlation BIGINT {correlation}  args.correlation: links a GPU op to the runtime call that launched it (unique per trace, not across traces).
+external_id BIGINT {External id}  args["External id"] (or legacy "external id"): links runtime calls and GPU ops to their CPU op.
 args JSON  The event's complete args object, as written.
 extra JSON  The whole event when it has keys beyond ph, cat, name, pid, tid, ts, dur, id, bp, s and args, or is not a JSON object (otherwise NULL).
 """
@@ -89,13 +111,13 @@ annotation_ids BIGINT[]  All enclosing user_annotations, outermost first.
 annotations VARCHAR[]  Their names, outermost first (ProfilerStep#N, attn_fwd, stage:softmax, ...).
 external_id BIGINT  slices.external_id.
 correlation BIGINT  slices.correlation (runtime/driver calls).
-input_dims JSON  args["Input Dims"]: shapes of the op's inputs (record_shapes).
-input_types JSON  args["Input type"]: dtypes of the op's inputs.
-input_strides JSON  args["Input Strides"].
-concrete_inputs JSON  args["Concrete Inputs"]: scalar argument values.
-sequence_number BIGINT  args["Sequence number"]: autograd sequence number (forward/backward pairing).
-fwd_thread_id BIGINT  args["Fwd thread id"].
-record_function_id BIGINT  args["Record function id"].
+input_dims JSON {Input Dims}  args["Input Dims"]: shapes of the op's inputs (record_shapes).
+input_types JSON {Input type}  args["Input type"]: dtypes of the op's inputs.
+input_strides JSON {Input Strides}  args["Input Strides"].
+concrete_inputs JSON {Concrete Inputs}  args["Concrete Inputs"]: scalar argument values.
+sequence_number BIGINT {Sequence number}  args["Sequence number"]: autograd sequence number (forward/backward pairing).
+fwd_thread_id BIGINT {Fwd thread id}  args["Fwd thread id"].
+record_function_id BIGINT {Record function id}  args["Record function id"].
 """
 
 _TABLES = [
@@ -283,7 +305,7 @@ id BIGINT  cpu_slices.id.
 trace_id INTEGER  traces.trace_id.
 kind VARCHAR  cpu_slices.kind.
 name VARCHAR  Name.
-stage VARCHAR  Attention stage (qkv_proj, rope, qk_matmul, scale, mask, softmax, dropout, pv_matmul, out_proj, kv_cache, fused_attention, layout, other; see docs/attribution.md).
+stage VARCHAR  Attention stage (STAGE_LIST; see docs/attribution.md).
 source VARCHAR  What decided: label, op, or none (then stage is other).
 call_id BIGINT  The attention call the slice belongs to (attention_calls.call_id), NULL outside one.
 decider_id BIGINT  The annotation or op whose rule decided (cpu_slices.id).
@@ -305,7 +327,7 @@ stage VARCHAR  Attention stage (see cpu_stages.stage).
 source VARCHAR  What decided: label, op, gpu_annotation, kernel, or none (then stage is other).
 call_id BIGINT  Attention call (attention_calls.call_id); an attention kernel outside any call is a call of its own.
 rule VARCHAR  The pattern of the deciding rule.
-attention_kernel BOOLEAN  Counted in kernel-level attention time: an attention kernel by name, or a kernel of stage qk_matmul/scale/mask/softmax/dropout/pv_matmul.
+attention_kernel BOOLEAN  Counted in kernel-level attention time: an attention kernel by name, or a kernel of stage KERNEL_LEVEL_LIST.
 kernel_impl VARCHAR  Implementation the kernel name tells (flash, efficient, cudnn, paged, ...).
 orphan BOOLEAN  gpu_ops.orphan.
 dur_ns BIGINT  Duration, ns.
@@ -363,7 +385,7 @@ dur_ns BIGINT  Duration (CPU time of the call), ns.
 end_ns BIGINT  End, ns.
 correlation BIGINT  Correlation id shared with the GPU ops it launched.
 external_id BIGINT  External id of the CPU op that made the call.
-cbid INTEGER  args.cbid: CUPTI callback id.
+cbid INTEGER {cbid}  args.cbid: CUPTI callback id.
 cpu_op_id BIGINT  Innermost enclosing cpu_op (cpu_slices.id), NULL when none.
 cpu_op_name VARCHAR  Its name, e.g. aten::_flash_attention_forward.
 top_op_id BIGINT  Outermost enclosing cpu_op.
@@ -385,8 +407,8 @@ id BIGINT  slices.id of the GPU op.
 trace_id INTEGER  traces.trace_id.
 kind VARCHAR  kernel, memcpy or memset.
 name VARCHAR  Kernel name (or "Memcpy DtoD (Device -> Device)", ...), as written.
-device INTEGER  GPU index (args.device, else pid).
-stream BIGINT  Stream (args.stream, else tid).
+device INTEGER {device}  GPU index (args.device, else pid).
+stream BIGINT {stream}  Stream (args.stream, else tid).
 pid VARCHAR  pid as written.
 tid VARCHAR  tid as written.
 ts_ns BIGINT  Start on the GPU, ns.
@@ -408,15 +430,15 @@ top_op_name VARCHAR  Its name, e.g. aten::scaled_dot_product_attention.
 annotation_id BIGINT  Innermost user_annotation enclosing the launch.
 annotation_name VARCHAR  Its name, e.g. attn_fwd.
 annotations VARCHAR[]  All user_annotations enclosing the launch, outermost first (ProfilerStep#N, ...).
-grid INTEGER[]  args.grid: kernel grid dimensions [x, y, z].
-block INTEGER[]  args.block: kernel block dimensions [x, y, z].
-registers_per_thread INTEGER  args["registers per thread"].
-shared_memory_bytes BIGINT  args["shared memory"]: static + dynamic shared memory per block, bytes.
-blocks_per_sm DOUBLE  args["blocks per SM"] as reported by CUPTI.
-warps_per_sm DOUBLE  args["warps per SM"] as reported by CUPTI.
-est_occupancy_pct DOUBLE  args["est. achieved occupancy %"] as reported by CUPTI (0 for cuLaunchKernelEx launches).
-bytes BIGINT  args.bytes: bytes moved by a memcpy or set by a memset.
-memory_bandwidth_gbps DOUBLE  args["memory bandwidth (GB/s)"] of a memcpy/memset.
+grid INTEGER[] {grid}  args.grid: kernel grid dimensions [x, y, z].
+block INTEGER[] {block}  args.block: kernel block dimensions [x, y, z].
+registers_per_thread INTEGER {registers per thread}  args["registers per thread"].
+shared_memory_bytes BIGINT {shared memory}  args["shared memory"]: static + dynamic shared memory per block, bytes.
+blocks_per_sm DOUBLE {blocks per SM}  args["blocks per SM"] as reported by CUPTI.
+warps_per_sm DOUBLE {warps per SM}  args["warps per SM"] as reported by CUPTI.
+est_occupancy_pct DOUBLE {est. achieved occupancy %}  args["est. achieved occupancy %"] as reported by CUPTI (0 for cuLaunchKernelEx launches).
+bytes BIGINT {bytes}  args.bytes: bytes moved by a memcpy or set by a memset.
+memory_bandwidth_gbps DOUBLE {memory bandwidth (GB/s)}  args["memory bandwidth (GB/s)"] of a memcpy/memset.
 """),
     ),
     Table(
@@ -433,8 +455,8 @@ tid VARCHAR  Thread id.
 ts_ns BIGINT  Start, ns.
 dur_ns BIGINT  Duration, ns.
 end_ns BIGINT  End, ns.
-python_id BIGINT  args["Python id"].
-python_parent_id BIGINT  args["Python parent id"]: the enclosing frame's python_id.
+python_id BIGINT {Python id}  args["Python id"].
+python_parent_id BIGINT {Python parent id}  args["Python parent id"]: the enclosing frame's python_id.
 parent_id BIGINT  The enclosing frame's id (python_functions.id), NULL at the top.
 """),
     ),
@@ -453,16 +475,16 @@ tid VARCHAR  Thread id (stream for kernels).
 ts_ns BIGINT  Start, ns.
 dur_ns BIGINT  Duration, ns.
 end_ns BIGINT  End, ns.
-collective_name VARCHAR  args["Collective name"] (allreduce, allgather, ...).
-in_msg_nelems BIGINT  args["In msg nelems"].
-out_msg_nelems BIGINT  args["Out msg nelems"].
-group_size INTEGER  args["Group size"].
-dtype VARCHAR  args.dtype.
-in_split_size VARCHAR  args["In split size"].
-out_split_size VARCHAR  args["Out split size"].
-pg_name VARCHAR  args["Process Group Name"].
-pg_desc VARCHAR  args["Process Group Description"].
-pg_ranks VARCHAR  args["Process Group Ranks"].
+collective_name VARCHAR {Collective name}  args["Collective name"] (allreduce, allgather, ...).
+in_msg_nelems BIGINT {In msg nelems}  args["In msg nelems"].
+out_msg_nelems BIGINT {Out msg nelems}  args["Out msg nelems"].
+group_size INTEGER {Group size}  args["Group size"].
+dtype VARCHAR {dtype}  args.dtype.
+in_split_size VARCHAR {In split size}  args["In split size"].
+out_split_size VARCHAR {Out split size}  args["Out split size"].
+pg_name VARCHAR {Process Group Name}  args["Process Group Name"].
+pg_desc VARCHAR {Process Group Description}  args["Process Group Description"].
+pg_ranks VARCHAR {Process Group Ranks}  args["Process Group Ranks"].
 """),
     ),
     Table(
@@ -478,6 +500,24 @@ pg_ranks VARCHAR  args["Process Group Ranks"].
         "linked",
         "cpu_slices of kind user_annotation (record_function ranges, ProfilerStep#N).",
         _cols(_CPU_SLICE),
+    ),
+    Table(
+        "profiler_steps",
+        "view",
+        "linked",
+        "The profiler steps: one row per ProfilerStep#N range (the user_annotation prof.step() records). "
+        "The one definition of a step that queries share (see the step_of macro).",
+        _cols("""
+id BIGINT  cpu_slices.id of the range.
+trace_id INTEGER  traces.trace_id.
+pid VARCHAR  Process id.
+tid VARCHAR  Thread id (the thread that called prof.step()).
+step_name VARCHAR  The range's name, e.g. ProfilerStep#4.
+step BIGINT  N of ProfilerStep#N (NULL if the name has no number).
+ts_ns BIGINT  Start, ns.
+end_ns BIGINT  End, ns.
+dur_ns BIGINT  Duration (CPU time of the step), ns.
+"""),
     ),
     Table(
         "kernel_precision_classes",
@@ -544,42 +584,11 @@ sort_index BIGINT  thread_sort_index.
 TABLES: dict[str, Table] = {t.name: t for t in _TABLES}
 
 
-def markdown() -> str:
-    """The schema reference as Markdown (docs/schema.md)."""
-    out = [
-        "# tracekit schema",
-        "",
-        "<!-- Generated by `python -m tracekit.docgen`; a test checks it is current. -->",
-        "",
-        "A tracekit database holds **base tables** (every input event lands in exactly one of",
-        "`slices`, `instants`, `flows`, `counters`, `metadata_events`, `other_events`) and the",
-        "**linked model** built from them (GPU op -> launch -> CPU op stack). Times are integer",
-        "nanoseconds (`_ns`), exact: `ts`/`dur` in the file are microseconds with up to three",
-        "decimals. Ids (`id`, `*_id`) join across tables; `trace_id` scopes everything per input file.",
-        "",
-        "`tracekit load` writes the base tables and views; the linked model, the attention attribution",
-        "and the rule tables are built by the first query that reads one of them (and written into",
-        "the database file, so once), or at load time with `tracekit load --link`. Through the",
-        "Python API, `Trace.con` and `Trace.link()` build them; `tracekit_info` (key `linked`) says whether",
-        "they are there.",
-        "",
-    ]
-    for group, title in (
-        ("base", "Base tables"),
-        ("linked", "Linked model"),
-        ("attention", "Attention attribution"),
-        ("rules", "Rule tables"),
-    ):
-        out += [f"## {title}", ""]
-        for t in _TABLES:
-            if t.group != group:
-                continue
-            out += [f"### `{t.name}` ({t.kind})", "", t.doc, "", "| column | type | meaning |", "|---|---|---|"]
-            out += [f"| `{c.name}` | {c.type} | {c.doc.replace('|', '/')} |" for c in t.columns]
-            out.append("")
-    from .database import MACROS
+def args_fields(table: str) -> list[tuple[str, str, str]]:
+    """``(args key, column, type)`` of the columns of ``table`` typed from ``args``, in column order."""
+    return [(c.arg, c.name, c.type) for c in TABLES[table].columns if c.arg is not None]
 
-    out += ["## Table macros", "", "Shared SQL the queries call; available in your own queries too.", ""]
-    for name, (arg, doc, _) in MACROS.items():
-        out += [f"### `{name}({arg})`", "", doc, ""]
-    return "\n".join(out)
+
+def ddl(table: str) -> str:
+    """The column list of ``CREATE TABLE table (...)`` for a base table."""
+    return ", ".join(f"{c.name} {c.type}" for c in TABLES[table].columns)

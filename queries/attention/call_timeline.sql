@@ -4,8 +4,10 @@
 -- for drawing a call as a timeline coloured by stage: start_ns is the op's
 -- start minus the start of the call's first GPU op (the first op starts at 0;
 -- a gap between ops is GPU time inside the call when the stream waited).
--- step is N of the ProfilerStep#N range around the call on the CPU (for calls
--- found by kernel name: around the kernel's launch), NULL outside one;
+-- step is the profiler step the call starts in (step_of: the ProfilerStep#N
+-- range of the call's process, any thread, so a call on the backward thread
+-- has one; for calls found by kernel name: where the kernel's launch starts),
+-- NULL outside every step;
 -- call_in_step numbers the calls of a step (of the trace when there is no
 -- step) by their start, from 1, so call_in_step = 1 picks one call per step.
 -- By default calls made only of orphan GPU ops are left out.
@@ -14,7 +16,7 @@
 -- @column trace VARCHAR            Trace label.
 -- @column call_id BIGINT           Attention call (attention_calls.call_id).
 -- @column impl VARCHAR             The call's implementation (naive, math, flash, ...).
--- @column step BIGINT              N of the ProfilerStep#N range around the call (NULL: none).
+-- @column step BIGINT              N of the ProfilerStep#N range the call starts in (NULL: none).
 -- @column call_in_step BIGINT      Rank of the call within its step by start time, from 1.
 -- @column gpu_op_id BIGINT         gpu_ops.id.
 -- @column kind VARCHAR             kernel, memcpy or memset.
@@ -27,11 +29,11 @@
 -- @column attention_kernel BOOLEAN Counted in kernel-level attention time.
 WITH calls AS (
     SELECT c.trace_id, c.call_id, c.impl, c.ts_ns,
-           TRY_CAST(regexp_extract(array_to_string(coalesce(cs.annotations, g.annotations), '|'),
-                                   '(^|\|)ProfilerStep#([0-9]+)(\||$)', 2) AS BIGINT) AS step
+           step_of(c.trace_id, coalesce(cs.pid, r.pid), coalesce(cs.ts_ns, r.ts_ns)) AS step
     FROM attention_calls c
     LEFT JOIN cpu_slices cs ON cs.id = c.call_id
     LEFT JOIN gpu_ops g ON g.id = c.call_id AND cs.id IS NULL
+    LEFT JOIN runtime_calls r ON r.id = g.launch_id
     WHERE $include_orphans OR NOT c.orphan
 ),
 ranked AS (

@@ -20,7 +20,7 @@
 -- @column shared_memory_bytes BIGINT     Shared memory per block, bytes (largest seen).
 WITH kernels AS (
     SELECT trace_id, launch_api, name, dur_ns, est_occupancy_pct, registers_per_thread, shared_memory_bytes,
-           block[1] * coalesce(block[2], 1) * coalesce(block[3], 1) AS block_threads
+           block_threads(block) AS block_threads
     FROM gpu_ops
     WHERE kind = 'kernel' AND NOT orphan AND launch_api IS NOT NULL
 ),

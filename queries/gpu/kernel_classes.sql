@@ -23,10 +23,7 @@
 -- @column total_ns BIGINT      Summed duration, nanoseconds.
 -- @column share_pct DOUBLE     100 * total_ns / summed duration of all counted kernels of the trace.
 WITH names AS (
-    SELECT trace_id, name, count(*) AS gpu_ops, sum(dur_ns)::BIGINT AS total_ns
-    FROM gpu_ops
-    WHERE kind = 'kernel' AND ($include_orphans OR NOT orphan)
-    GROUP BY trace_id, name
+    SELECT * FROM kernel_totals($include_orphans)
 )
 SELECT t.trace, n.name, f.precision,
        f.rule, f.rule_note, f.rule_order,

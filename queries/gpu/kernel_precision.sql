@@ -23,10 +23,7 @@
 -- @column top_kernel VARCHAR     The class's heaviest kernel name (largest total_ns; ties by name).
 -- @column top_kernel_ns BIGINT   Summed duration of top_kernel, nanoseconds.
 WITH names AS (
-    SELECT trace_id, name, count(*) AS gpu_ops, sum(dur_ns)::BIGINT AS total_ns
-    FROM gpu_ops
-    WHERE kind = 'kernel' AND ($include_orphans OR NOT orphan)
-    GROUP BY trace_id, name
+    SELECT * FROM kernel_totals($include_orphans)
 ),
 classified AS (
     SELECT n.*, f.precision AS precision,

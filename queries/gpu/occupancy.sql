@@ -70,7 +70,7 @@
 -- @column occupancy_pct DOUBLE                reported_occupancy_pct, or theoretical_occupancy_pct where that is missing or 0 for shared memory.
 -- @column occupancy_source VARCHAR            reported or theoretical: where occupancy_pct came from.
 WITH configs AS (
-    SELECT trace_id, device, name, block[1] * block[2] * block[3] AS block_threads,
+    SELECT trace_id, device, name, block_threads(block) AS block_threads,
            registers_per_thread, shared_memory_bytes,
            count(*) AS launches, sum(dur_ns)::BIGINT AS total_ns,
            avg(est_occupancy_pct) AS reported_occupancy_pct

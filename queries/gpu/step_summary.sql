@@ -35,10 +35,7 @@
 -- @column kernel_ns_cv_pct DOUBLE          100 * kernel_ns_stddev / kernel_ns_mean: step-to-step variation.
 -- @column kernel_ns_vs_median_pct DOUBLE   100 * (kernel_ns - kernel_ns_median) / kernel_ns_median.
 WITH steps AS (
-    SELECT id, trace_id, pid, tid, name AS step_name, ts_ns, end_ns, dur_ns,
-           TRY_CAST(regexp_extract(name, '^ProfilerStep#([0-9]+)$', 1) AS BIGINT) AS step
-    FROM annotations
-    WHERE name LIKE 'ProfilerStep#%'
+    SELECT id, trace_id, pid, tid, step_name, ts_ns, end_ns, dur_ns, step FROM profiler_steps
 ),
 step_ops AS (
     SELECT s.id AS step_id, g.ts_ns, g.end_ns, g.dur_ns, r.tid = s.tid AS same_thread

@@ -1,0 +1,49 @@
+"""SQL text built from Python values: the one place that quotes them.
+
+Values that come from the user or the environment are bound as parameters,
+never pasted into SQL; what is pasted here is tracekit's own vocabulary (kinds,
+stages, JSON specs) and staged file paths, quoted by one function.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+def literal(value: str) -> str:
+    """A SQL string literal: ``'it''s'``."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def in_list(values: Iterable[str]) -> str:
+    """A parenthesised list of string literals, for ``x IN (...)``."""
+    return "(" + ", ".join(literal(v) for v in values) + ")"
+
+
+def json_literal(value: object) -> str:
+    """A JSON value as a SQL string literal (json_transform specs)."""
+    return literal(json.dumps(value))
+
+
+def values_rows(rows: Iterable[Iterable[str]]) -> str:
+    """Rows of string literals for a ``VALUES`` list: ``('a', 'b'), ('c', 'd')``."""
+    return ", ".join("(" + ", ".join(literal(v) for v in row) + ")" for row in rows)
+
+
+@dataclass(frozen=True)
+class Macro:
+    """Shared SQL the queries call (documented in docs/schema.md; usable in your own queries)."""
+
+    name: str
+    args: str
+    doc: str
+    sql: str
+    table: bool = False  # a table macro (FROM name(...)) rather than a scalar one
+
+    def create(self, temp: bool = False) -> str:
+        """The CREATE statement."""
+        kind = "TEMP MACRO" if temp else "MACRO"
+        body = f"TABLE {self.sql}" if self.table else f"({self.sql})"
+        return f"CREATE OR REPLACE {kind} {self.name}({self.args}) AS {body}"
