@@ -192,7 +192,7 @@ def test_cache_is_rebuilt_when_the_rules_change(tiny, tmp_path, monkeypatch):
 def test_progress_shows_on_a_terminal_and_stays_quiet_when_piped(monkeypatch):
     import io
 
-    from tracekit import cli as cli_module
+    from tracekit import console as cli_module
 
     class Tty(io.StringIO):
         def isatty(self):
@@ -200,14 +200,14 @@ def test_progress_shows_on_a_terminal_and_stays_quiet_when_piped(monkeypatch):
 
     for stream, expect_output in ((Tty(), True), (io.StringIO(), False)):
         monkeypatch.setattr(sys, "stderr", stream)
-        progress = cli_module._Progress(True)
+        progress = cli_module.Progress(True)
         progress(64 << 20, 128 << 20, "/data/rank0.json.gz")
         progress.close()
         text = stream.getvalue()
         assert ("loading  50.0%  67/134 MB  rank0.json.gz" in text) is expect_output
         assert (text == "") is not expect_output
     monkeypatch.setattr(sys, "stderr", Tty())
-    small = cli_module._Progress(True)
+    small = cli_module.Progress(True)
     assert small.enabled
     small(1, 2, "tiny.json")  # under 32 MB: loads fast, no progress line
     assert sys.stderr.getvalue() == ""

@@ -378,7 +378,7 @@ def test_python_api_twin(variants, made):
 def test_report_progress_shows_on_a_terminal_only(monkeypatch):
     import io
 
-    from tracekit.cli import _Steps
+    from tracekit.console import Steps as _Steps
 
     class Tty(io.StringIO):
         def isatty(self):

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import duckdb
 
-from . import __version__, api, database, diff, queries, render
+from . import __version__, api, console, database, diff, queries, render
 from .errors import ParameterError, TracekitError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -46,72 +46,14 @@ def output_options(fn):
     return wrapper
 
 
-class _StatusLine:
-    """One self-overwriting status line on a terminal; silent when stderr is piped."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled and sys.stderr.isatty()
-        self.shown = False
-
-    def show(self, text: str) -> None:
-        if self.enabled:
-            sys.stderr.write(f"\r\x1b[2K{text}")
-            sys.stderr.flush()
-            self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\x1b[2K")
-            sys.stderr.flush()
-
-
-class _Progress(_StatusLine):
-    """Progress of a load (bytes read); shown only for inputs of 32 MB or more."""
-
-    def __call__(self, done: int, total: int, name: str) -> None:
-        if total >= (32 << 20):
-            pct = 100 * done / total if total else 100
-            label = Path(name).name if name else "linking"
-            self.show(f"loading {pct:5.1f}%  {done / 1e6:,.0f}/{total / 1e6:,.0f} MB  {label}")
-
-
-class _Steps(_StatusLine):
-    """Progress of a job of many steps (a report's queries)."""
-
-    def __init__(self, enabled: bool, what: str):
-        super().__init__(enabled)
-        self.what = what
-
-    def __call__(self, done: int, total: int, name: str) -> None:
-        self.show(f"{self.what}: {done}/{total} {name}")
-
-
-def _warn(message: str) -> None:
-    click.echo(f"Warning: {message}", err=True)
-
-
-class _LinkNotice(_StatusLine):
-    """A status line while the linked tables are built on first use."""
-
-    def __init__(self, enabled: bool, source: str):
-        super().__init__(enabled)
-        self.source = source
-
-    def __call__(self, starting: bool) -> None:
-        if starting:
-            self.show(f"linking {Path(self.source).name}: CPU op stacks, launches, attention stages (once) ...")
-        else:
-            self.close()
-
-
 def open_source(source: str, cache: bool = True, quiet: bool = False) -> api.Trace:
     """A Trace for SOURCE: a .duckdb from ``tracekit load`` or raw trace file(s)."""
-    progress = _Progress(not quiet)
+    progress = console.Progress(not quiet)
     try:
-        trace = api.load([source], cache=cache, progress=progress, warn=_warn)
+        trace = api.load([source], cache=cache, progress=progress, warn=console.warn)
     finally:
         progress.close()
-    trace.on_link = _LinkNotice(not quiet, source)
+    trace.on_link = console.LinkNotice(not quiet, source)
     return trace
 
 
@@ -149,8 +91,7 @@ queries_opt = click.option(
 @click.group(context_settings=CONTEXT)
 @click.version_option(__version__, "-V", "--version")
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
-@click.pass_context
-def cli(ctx, debug):
+def cli(debug):
     """Analyze PyTorch profiler (Kineto / Chrome-JSON) traces with SQL.
 
     SOURCE arguments take a .duckdb written by 'tracekit load' or a raw trace
@@ -162,7 +103,7 @@ def cli(ctx, debug):
       tracekit load traces/ -o run.duckdb
       tracekit query gpu_timeline run.duckdb
     """
-    ctx.obj = {"debug": debug}
+    # --debug is read by main(), which turns errors into one line unless it is given.
 
 
 @cli.command(context_settings=CONTEXT)
@@ -204,10 +145,10 @@ def load(paths, output, force, quiet, memory_limit, link_now):
     """
     if output.exists() and not force:
         raise TracekitError(f"{output}: already exists (use --force to replace it)")
-    progress = _Progress(not quiet)
+    progress = console.Progress(not quiet)
     try:
         trace = api.load(
-            list(paths), output=output, progress=progress, warn=_warn, memory_limit=memory_limit, link=link_now
+            list(paths), output=output, progress=progress, warn=console.warn, memory_limit=memory_limit, link=link_now
         )
     finally:
         progress.close()
@@ -371,7 +312,7 @@ def report_cmd(sources, html_path, json_path, quiet, rule_dirs, no_cache):
     from . import report
 
     traces = []
-    progress = _Steps(not quiet, "report")
+    progress = console.Steps(not quiet, "report")
     try:
         for s in sources:
             traces.append(open_source(s, cache=not no_cache, quiet=quiet).use_rules(rule_dirs))

@@ -152,7 +152,6 @@ def build_file(
     out: Path,
     progress=None,
     warn=None,
-    overwrite: bool = True,
     memory_limit: str | None = None,
     linked: bool = False,
 ) -> Path:
@@ -163,7 +162,7 @@ def build_file(
     ``memory_limit`` caps DuckDB's memory (e.g. "2GB"); by default it scales
     with the input (see ``auto_memory_limit``).
     """
-    return _build_file(discover(paths), Path(out), progress, warn, overwrite, memory_limit, linked)
+    return _build_file(discover(paths), Path(out), progress, warn, memory_limit, linked)
 
 
 def uncompressed_bytes(path: Path) -> int:
@@ -198,11 +197,7 @@ def _memory_cap(input_bytes: int) -> str:
     return f"{max(512 << 20, int(2.5 * input_bytes)) >> 20}MB"
 
 
-def _build_file(
-    sources: list[Source], out: Path, progress, warn, overwrite: bool = True, memory_limit=None, linked: bool = False
-) -> Path:
-    if out.exists() and not overwrite:
-        raise TracekitError(f"{out}: already exists (use --force to replace it)")
+def _build_file(sources: list[Source], out: Path, progress, warn, memory_limit=None, linked: bool = False) -> Path:
     if not out.parent.exists():
         raise TracekitError(f"{out}: directory {out.parent} does not exist")
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")

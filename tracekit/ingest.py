@@ -8,9 +8,12 @@ keeps its position in the file (``ordinal``), its raw ``cat``, its ``args``
 as JSON and, when the event has keys beyond the Chrome trace format's usual
 ones, the whole event in ``extra``: nothing is dropped.
 
-Events are parsed, typed and numbered by one DuckDB statement over the
-staged part files (``WITH ORDINALITY`` numbers rows in file order), so the
-table itself is the only copy of the data.
+Events are parsed and typed by one parallel, order-preserving DuckDB
+statement over the staged part files into a TEMP batch table; the batch's
+row numbers then give each event its ``id`` and file ``ordinal`` (numbering
+during the scan would serialize it), and the rows are copied into
+``events`` unordered, with their ``kind``, so DuckDB compresses them in
+parallel as they are written.
 """
 
 from __future__ import annotations

@@ -50,7 +50,6 @@ CATEGORY_KINDS: dict[str, str] = {
 }
 
 # Kinds that run on a GPU stream (pid = device, tid = stream).
-GPU_KINDS = ("kernel", "memcpy", "memset", "gpu_user_annotation", "sync", "gpu_instant")
 # GPU ops: the work whose intervals make up GPU busy time.
 GPU_OP_KINDS = ("kernel", "memcpy", "memset")
 # CPU-side slices that nest by time on one thread (python_function nests by

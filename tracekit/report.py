@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import api, diff, findings
+from . import api, diff, findings, report_render
 from .render import records
 
 # How many attention calls of a trace the timeline plot draws (one per step).
@@ -129,9 +129,8 @@ class Report:
         pairs = [(t, f) for t in self.traces for f in t.findings]
         return sorted(pairs, key=lambda p: findings.SEVERITIES.index(p[1].severity))
 
-    def labels(self) -> list[str]:
-        """Report labels of the traces, in order."""
-        return [t.label for t in self.traces]
+    metrics = METRICS
+    timeline_calls = TIMELINE_CALLS
 
     def to_dict(self) -> dict:
         """Every number the report shows, JSON-friendly."""
@@ -149,15 +148,11 @@ class Report:
 
     def to_html(self) -> str:
         """One self-contained HTML page (inline CSS and SVG, no scripts)."""
-        from .report_render import html
-
-        return html(self)
+        return report_render.html(self)
 
     def print(self, console=None) -> None:
         """Print to a rich console (default: stdout)."""
-        from .report_render import print_report
-
-        print_report(self, console)
+        report_render.print_report(self, console)
 
 
 def _weighted(rows: list[dict], value: str, weight: str) -> float | None:

@@ -12,18 +12,21 @@ import re
 import shlex
 import textwrap
 from html import escape
+from typing import TYPE_CHECKING
 
 from . import findings, plots
 from .render import _cell
 from .render import format_unit as fmt
-from .report import METRICS, TIMELINE_CALLS, Report, TraceReport
+
+if TYPE_CHECKING:  # the report's data; rendering never builds one
+    from .report import Report, TraceReport
 
 SEVERITY_STYLE = {"warning": "bold yellow", "info": "cyan"}
 
 
 def _rows(report: Report) -> list[tuple[str, str, str, str]]:
     """(key, label, unit, how) of every headline row: the metrics, then one row per stage share."""
-    out = [(m.key, m.label, m.unit, m.how) for m in METRICS]
+    out = [(m.key, m.label, m.unit, m.how) for m in report.metrics]
     out += [
         (f"stage_share_pct.{s}", f"stage {s}", "pct", f"stage_breakdown.share_pct of stage {s} (share of GPU time)")
         for s in report.stages
@@ -207,7 +210,7 @@ def _headline(report: Report) -> list[str]:
         out.append("</tr>")
     out.append("</tbody></table></div>")
     out.append("<details><summary>How each number is computed</summary><ul>")
-    out += [f"<li><b>{escape(m.label)}</b>: {escape(m.how)}.</li>" for m in METRICS]
+    out += [f"<li><b>{escape(m.label)}</b>: {escape(m.how)}.</li>" for m in report.metrics]
     out.append("<li><b>stage …</b>: stage_breakdown.share_pct (orphans left out).</li></ul></details></section>")
     return out
 
@@ -248,7 +251,7 @@ def _plots(report: Report) -> list[str]:
     out.append(
         '<section id="timeline"><h2>One attention call per step on the GPU</h2>'
         '<p class="muted">The GPU ops of the first attention call of each profiler step (call_timeline, '
-        f"call_in_step = 1; at most {TIMELINE_CALLS} calls), coloured by stage; x is time since the call's first "
+        f"call_in_step = 1; at most {report.timeline_calls} calls), coloured by stage; x is time since the call's first "
         "GPU op, so gaps are the GPU waiting inside the call.</p>"
     )
     drawn = False

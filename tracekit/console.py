@@ -1,0 +1,71 @@
+"""What long work shows on a terminal: one self-overwriting status line on stderr.
+
+Silent when stderr is not a terminal (piped, CI), so output stays clean. The
+CLI hands these to the library as ``progress`` / ``on_link`` callbacks; the
+library never prints.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+class StatusLine:
+    """One self-overwriting status line on a terminal; silent when stderr is piped."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.shown = False
+
+    def show(self, text: str) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\r\x1b[2K{text}")
+            sys.stderr.flush()
+            self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+
+
+class Progress(StatusLine):
+    """Progress of a load (bytes read); shown only for inputs of 32 MB or more."""
+
+    def __call__(self, done: int, total: int, name: str) -> None:
+        if total >= (32 << 20):
+            pct = 100 * done / total if total else 100
+            label = Path(name).name if name else "writing the database"
+            self.show(f"loading {pct:5.1f}%  {done / 1e6:,.0f}/{total / 1e6:,.0f} MB  {label}")
+
+
+class Steps(StatusLine):
+    """Progress of a job of many steps (a report's queries)."""
+
+    def __init__(self, enabled: bool, what: str):
+        super().__init__(enabled)
+        self.what = what
+
+    def __call__(self, done: int, total: int, name: str) -> None:
+        self.show(f"{self.what}: {done}/{total} {name}")
+
+
+def warn(message: str) -> None:
+    click.echo(f"Warning: {message}", err=True)
+
+
+class LinkNotice(StatusLine):
+    """A status line while the linked tables are built on first use."""
+
+    def __init__(self, enabled: bool, source: str):
+        super().__init__(enabled)
+        self.source = source
+
+    def __call__(self, starting: bool) -> None:
+        if starting:
+            self.show(f"linking {Path(self.source).name}: CPU op stacks, launches, attention stages (once) ...")
+        else:
+            self.close()
