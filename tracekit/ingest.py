@@ -27,27 +27,12 @@ from pathlib import Path
 
 import duckdb
 
-from . import fields, reader, schema
+from . import readers, schema
 from .errors import NotATraceError, TraceFormatError
 from .kinds import kind_join_sql
+from .readers import StagedTrace
 from .sources import Source, rank_from_name, trace_labels
-from .sqltext import json_literal, literal
-
-# Event keys read into typed columns; any other key puts the event in `extra`.
-EVENT_SPEC = {
-    "ph": "VARCHAR",
-    "cat": "VARCHAR",
-    "name": "VARCHAR",
-    "pid": "VARCHAR",
-    "tid": "VARCHAR",
-    # Exact decimal microseconds: a float64 loses nanoseconds at epoch scale.
-    "ts": "DECIMAL(24,3)",
-    "dur": "DECIMAL(24,3)",
-    "id": "VARCHAR",
-    "bp": "VARCHAR",
-    "s": "VARCHAR",
-    "args": "JSON",
-}
+from .sqltext import literal
 
 # Bounds past which a value is corrupt, not merely unusual: ts must fit
 # int64 nanoseconds; no profiler window lasts 11 days.
@@ -75,8 +60,9 @@ Progress = Callable[[int, int, str], None]
 class _Staged:
     trace_id: int
     label: str
-    staged: reader.StagedTrace
+    staged: StagedTrace
     file_bytes: int
+    reader: readers.Reader
 
 
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -115,15 +101,19 @@ def ingest(
         for source, label in zip(sources, labels):
             if progress:
                 progress(done, total, str(source.path))
+            rd = readers.for_path(source.path)
+            if batch and rd is not batch[0].reader:  # a batch is read by one reader's SELECT
+                loaded += _load_batch(con, batch, workdir)
+                batch, batch_bytes = [], 0
             try:
-                st = reader.stage(source.path, workdir, f"t{next_id}")
+                st = rd.stage(source.path, workdir, f"t{next_id}")
             except NotATraceError:
                 if not source.from_directory:
                     raise
                 skipped.append(str(source.path))
                 continue
             size = source.path.stat().st_size
-            batch.append(_Staged(next_id, label, st, size))
+            batch.append(_Staged(next_id, label, st, size, rd))
             next_id += 1
             batch_bytes += st.body_bytes
             done += size
@@ -143,44 +133,6 @@ def ingest(
     return loaded
 
 
-def _events_select(batch: list[_Staged]) -> str:
-    """The one SELECT that parses and types every event of the batch, in file order.
-
-    The trace comes from the part file's name (``t<trace_id>.<n>.json``)
-    rather than a join, which keeps DuckDB's parallel scan order-preserving.
-    """
-    known = ", ".join(literal(k) for k in EVENT_SPEC)
-    files = ", ".join(literal(str(p)) for st in batch for p in st.staged.parts)
-    # `kind` is filled later, when the rows are copied into `events` (``_kind_select``).
-    return f"""
-        SELECT CAST(regexp_extract(part, '/t(\\d+)\\.[^/]*$', 1) AS INTEGER) AS trace_id,
-               e.ph, e.cat, e.name, e.pid, e.tid,
-               ts_ns, dur_ns, ts_ns + coalesce(dur_ns, 0) AS end_ns,
-               e.id AS flow_id, e.bp, e.s AS scope,
-               a.correlation,
-               coalesce(a."External id",
-                        CASE WHEN contains(CAST(e.args AS VARCHAR), '"external id"')
-                             THEN TRY_CAST(json_extract_string(e.args, '$."external id"') AS BIGINT) END) AS external_id,
-               e.args, extra
-        FROM (
-            SELECT part, e, extra,
-                   TRY_CAST(e.ts * 1000 AS BIGINT) AS ts_ns, TRY_CAST(e.dur * 1000 AS BIGINT) AS dur_ns,
-                   CASE WHEN e.args IS NOT NULL THEN json_transform(e.args, {fields.spec(fields.EVENT)}) END AS a
-            FROM (
-                SELECT filename AS part,
-                       json_transform(json, {json_literal(EVENT_SPEC)}) AS e,
-                       -- Objects start with an opening brace (the reader trims them): a check on the
-                       -- text, not another parse (json_type cost 0.35 s per 1.5M events).
-                       CASE WHEN NOT starts_with(json, '{{')
-                                 OR list_bool_or(list_transform(json_keys(json), lambda k: k NOT IN ({known})))
-                            THEN json END AS extra
-                FROM read_json_objects([{files}], format = 'array', filename = true,
-                                       maximum_object_size = 67108864)
-            )
-        )
-    """
-
-
 def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> None:
     """Insert and number the batch's events; re-stage exactly any file DuckDB cannot parse.
 
@@ -191,7 +143,8 @@ def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> No
     con.execute("CREATE OR REPLACE TEMP TABLE _events_batch AS SELECT * FROM events LIMIT 0")
     while True:
         try:
-            con.execute(f"INSERT INTO _events_batch BY NAME {_events_select(batch)}")
+            parts = [p for st in batch for p in st.staged.parts]
+            con.execute(f"INSERT INTO _events_batch BY NAME {batch[0].reader.select_sql(parts)}")
         except duckdb.Error as exc:
             bad = next((st for st in batch if any(str(p) in str(exc) for p in st.staged.parts)), None)
             if bad is None or bad.staged.exact or "JSON" not in str(exc):
@@ -200,7 +153,7 @@ def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> No
                 ) from None
             for p in bad.staged.parts:
                 p.unlink(missing_ok=True)
-            bad.staged = reader.stage_exact(bad.staged.path, workdir, f"t{bad.trace_id}")
+            bad.staged = bad.reader.stage_exact(bad.staged.path, workdir, f"t{bad.trace_id}")
             continue
         break
     # The insert kept file order (parallel, order-preserving), so the row

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import TraceFormatError
+from .readers import is_trace_name
 
-TRACE_SUFFIXES = (".json", ".json.gz")
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_.]?(\d+)", re.IGNORECASE)
 _STRIP = re.compile(r"(\.pt\.trace)?\.json(\.gz)?$", re.IGNORECASE)
 
@@ -20,11 +20,6 @@ class Source:
 
     path: Path
     from_directory: bool  # found by walking a directory (non-traces are skipped, not errors)
-
-
-def is_trace_name(name: str) -> bool:
-    """True for file names tracekit reads: ``*.json``, ``*.json.gz`` (incl. ``*.pt.trace.json*``)."""
-    return name.lower().endswith(TRACE_SUFFIXES) and not name.startswith(".")
 
 
 def discover(paths) -> list[Source]:

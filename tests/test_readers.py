@@ -1,0 +1,55 @@
+"""The reader seam: a format is one entry in readers.READERS (synthetic NDJSON, known by construction)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import tracekit
+from tracekit import reader, readers
+
+
+def _ndjson_reader() -> readers.Reader:
+    """A test-only format: one Chrome trace event per line (``*.events.ndjson``)."""
+
+    def stage(path: Path, workdir: Path, stem: str) -> readers.StagedTrace:
+        events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        part = workdir / f"{stem}.0.json"
+        part.write_text(json.dumps(events))
+        return readers.StagedTrace(path, "array", {}, [part], part.stat().st_size)
+
+    return readers.Reader("ndjson-test", (".events.ndjson",), stage, stage, reader.select_sql)
+
+
+def test_a_registered_reader_is_found_by_suffix_and_loads_every_event(tmp_path, monkeypatch):
+    ndjson = _ndjson_reader()
+    monkeypatch.setattr(readers, "READERS", (ndjson, *readers.READERS))
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5, "dur": 4.0},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 12.25,
+            "dur": 1.5,
+            "args": {"correlation": 3},
+        },
+        {"ph": "i", "cat": "cpu_instant_event", "name": "mark", "pid": 1, "tid": 1, "ts": 20.0, "s": "t"},
+    ]
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "rank0.events.ndjson").write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    (folder / "notes.txt").write_text("not a trace")
+    assert readers.is_trace_name("rank0.events.ndjson") and not readers.is_trace_name("notes.txt")
+    assert readers.for_path(Path("x.events.ndjson")) is ndjson
+    assert readers.for_path(Path("x.json.gz")) is readers.JSON
+    with tracekit.load(folder) as trace:
+        rows = trace.rows("SELECT name, kind, ts_ns, dur_ns, correlation FROM events ORDER BY ordinal")
+        assert rows == [
+            ("aten::mm", "cpu_op", 10_500, 4_000, None),
+            ("gemm", "kernel", 12_250, 1_500, 3),
+            ("mark", "cpu_instant", 20_000, None, None),
+        ]
+        assert trace.rows("SELECT trace, rank FROM traces") == [("rank0.events.ndjson", 0)]
