@@ -35,10 +35,11 @@ demo: $(VENV)/.installed
 	$(BIN)/tracekit stages $(DEMO_DB) --calls 5
 	$(BIN)/tracekit query region_summary $(DEMO_DB) -p "pattern=^attention:"
 
-# Lint and format gate first: a style slip fails fast, before the long suite.
+# Lint, format and type gate first: a slip fails fast, before the long suite.
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 test: $(VENV)/.installed-dev browser lint
 	$(BIN)/python -m pytest

@@ -177,7 +177,7 @@ def trace_path(
             return path
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], None]) -> Path:
+def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], object]) -> Path:
     """Write a file through `write(fileobj)` into a temp file, then rename it into place.
 
     Readers (and a crashed writer) never leave or see a half-written trace; the

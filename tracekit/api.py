@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,7 +89,7 @@ class Trace:
         self._read_only = read_only
         self._linked: bool | None = None
         # Called with True before and False after a link step, e.g. to show a status line.
-        self.on_link = None
+        self.on_link: Callable[[bool], None] | None = None
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:

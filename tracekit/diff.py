@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 from .errors import TracekitError
 
+if TYPE_CHECKING:
+    from .api import Trace
+
 BY = ("stage", "kernel")
 
 
@@ -26,7 +29,7 @@ BY = ("stage", "kernel")
 class Side:
     """One side of a comparison: a loaded ``Trace`` and which of its traces count (None: all)."""
 
-    trace: object
+    trace: Trace
     labels: list[str] | None = None
     name: str = ""
 
@@ -106,7 +109,7 @@ def compare(a, b, by: str = "stage", per_call: bool = False, include_orphans: bo
                 "ratio": round(ns_b / ns_a, 4) if ns_a else None,
             }
         )
-    rows.sort(key=lambda r: (-abs(r[f"delta_ns{suffix}"]), r[key]))
+    rows.sort(key=lambda r: (-abs(float(r[f"delta_ns{suffix}"] or 0)), str(r[key])))
     import pyarrow as pa
 
     num = pa.float64() if per_call else pa.int64()

@@ -90,7 +90,7 @@ class Step:
 
     name: str
     creates: tuple[str, ...]
-    run: Callable[[duckdb.DuckDBPyConnection, Context], None]
+    run: Callable[[duckdb.DuckDBPyConnection, Context], object]
 
 
 def _views(con: duckdb.DuckDBPyConnection, ctx: Context) -> None:

@@ -96,11 +96,11 @@ def stacked_bars(bars: list[tuple[str, dict[str, float]]], stages: list[str]) ->
     left, right, row = 170, WIDTH - 20, 28
     span = right - left
     body = []
-    y = 24
+    y: float = 24
     body.append(_text(left, 14, "share of GPU time (%)", extra=' fill="#555"'))
     for label, shares in bars:
         body.append(_text(left - 8, y + 16, label[:24], anchor="end"))
-        x = left
+        x: float = left
         for stage in stages:
             share = shares.get(stage) or 0.0
             if share <= 0:
@@ -120,9 +120,9 @@ def stacked_bars(bars: list[tuple[str, dict[str, float]]], stages: list[str]) ->
             x += w
         y += row
     for t in (0, 25, 50, 75, 100):
-        x = left + span * t / 100
-        body.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="20" y2="{y}" stroke="#999" stroke-dasharray="2,3"/>')
-        body.append(_text(x, y + 14, t, anchor="middle"))
+        tick = left + span * t / 100
+        body.append(f'<line x1="{tick:.1f}" x2="{tick:.1f}" y1="20" y2="{y}" stroke="#999" stroke-dasharray="2,3"/>')
+        body.append(_text(tick, y + 14, t, anchor="middle"))
     legend, y = _legend(left, y + 36, [(s, stage_color(s)) for s in stages])
     return _svg("stages", int(y), body + legend, "Stage breakdown per trace")
 
@@ -136,7 +136,7 @@ def timeline(title: str, lanes: list[tuple[str, list[dict]]]) -> str:
     end = max((op["start_ns"] + op["dur_ns"] for _, ops in lanes for op in ops), default=1) or 1
     span = right - left
     body = [_text(8, 14, title, extra=' font-weight="600"')]
-    y = 24
+    y: float = 24
     stages_seen: list[str] = []
     for lane, ops in lanes:
         body.append(_text(left - 8, y + 15, lane, anchor="end"))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,7 +75,7 @@ class Query:
         """The bare name (file name without ``.sql``)."""
         return self.id.rsplit(".", 1)[-1]
 
-    def bind(self, given: dict[str, object]) -> dict[str, object]:
+    def bind(self, given: Mapping[str, object]) -> dict[str, object]:
         """Check and convert user parameters; fill in defaults."""
         unknown = sorted(set(given) - set(self.params))
         if unknown:
@@ -162,7 +163,7 @@ def parse(path: Path, qid: str) -> Query:
     sql = "\n".join(lines[body_start:]).strip()
     if not sql:
         raise QueryError(f"{where}: query has no SQL after its header")
-    used = {}
+    used: dict[str, int] = {}
     bare = _STRING_OR_COMMENT.sub(lambda m: " " * len(m.group(0)), sql)
     for m in _USE.finditer(bare):
         used.setdefault(m.group(1), body_start + 1 + bare.count("\n", 0, m.start()))

@@ -23,6 +23,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import fields
 from .errors import NotATraceError, TraceFormatError
@@ -212,7 +213,7 @@ class _PartWriter:
     def __init__(self, workdir: Path, stem: str, split: bool):
         self.workdir, self.stem, self.split = workdir, stem, split
         self.parts: list[list] = []  # [path, body offset of first byte, content bytes]
-        self.fh = None
+        self.fh: Any = None
         self._open(0)
 
     def _open(self, body_offset: int):

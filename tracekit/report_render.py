@@ -300,6 +300,7 @@ def _plots(report: Report) -> list[str]:
 
 def _comparison(report: Report) -> list[str]:
     c = report.comparison
+    assert c is not None  # only called for a report that compares
     sfx = "_per_call" if c["per_call"] else ""
     basis = "per attention call" if c["per_call"] else "totals"
     out = [
