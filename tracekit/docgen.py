@@ -71,6 +71,7 @@ def queries_markdown() -> str:
     for path in sorted(root.rglob("*.sql")):
         qid = ".".join(path.relative_to(root).with_suffix("").parts)
         lib[qid] = queries.parse(path, qid)
+    lib = queries.resolve(lib)
     for q in lib.values():
         out += [f"## `{q.name}` ({q.id})", "", f"**{q.title}**", ""]
         if q.description:

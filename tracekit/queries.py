@@ -14,6 +14,11 @@ lines::
 
 Parameters are DuckDB named parameters (``$name``). A parameter used but not
 declared, or declared but not used, is an error naming the file and line.
+
+A query can build on others: ``-- @uses gpu.occupancy`` makes that query's
+rows a CTE named by its bare name (``occupancy``) in front of this one, so SQL
+shares SQL instead of copying it. The used query's parameters become this
+query's (with their defaults) unless it declares them itself.
 Queries are found in the shipped ``queries/`` folder, then in folders named
 by ``--queries DIR`` or ``$TRACEKIT_QUERY_PATH`` (``os.pathsep``-separated);
 a query's id is its path under its folder without ``.sql``, with ``/`` as
@@ -31,6 +36,7 @@ from pathlib import Path
 
 from .errors import ParameterError, QueryError
 
+_USES = re.compile(r"^@uses\s+([\w.]+)\s*$")
 _PARAM = re.compile(r"^@param\s+(\w+)\s+(\w+)\s*(?:=\s*(\S+))?\s*(.*)$")
 _COLUMN = re.compile(r"^@column\s+(\w+)\s+(\S+(?:\s*\[\])?)\s*(.*)$")
 _USE = re.compile(r"\$([A-Za-z_]\w*)")
@@ -69,6 +75,9 @@ class Query:
     sql: str
     params: dict[str, Param] = field(default_factory=dict)
     columns: list[Column] = field(default_factory=list)
+    uses: list[str] = field(default_factory=list)  # ids or bare names of the queries it builds on
+    # Parameters used only through the queries it builds on (checked when they are resolved).
+    own_unused: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -141,8 +150,14 @@ def parse(path: Path, qid: str) -> Query:
     desc: list[str] = []
     params: dict[str, Param] = {}
     columns: list[Column] = []
+    uses: list[str] = []
     for lineno, s in header[1:]:
-        if s.startswith("@param"):
+        if s.startswith("@uses"):
+            m = _USES.match(s)
+            if not m:
+                raise QueryError(f"{where}:{lineno}: bad @uses line (want '@uses QUERY')")
+            uses.append(m.group(1))
+        elif s.startswith("@param"):
             m = _PARAM.match(s)
             if not m or m.group(2).upper() not in TYPES:
                 raise QueryError(
@@ -170,10 +185,56 @@ def parse(path: Path, qid: str) -> Query:
     for name, lineno in used.items():
         if name not in params:
             raise QueryError(f"{where}:{lineno}: parameter ${name} is used but not declared with @param")
-    for name, p in params.items():
-        if name not in used:
-            raise QueryError(f"{where}:{p.line}: parameter {name!r} is declared but not used")
-    return Query(qid, path, title, "\n".join(desc).strip(), sql.rstrip(";").strip(), params, columns)
+    unused = [name for name in params if name not in used]
+    if unused and not uses:
+        raise QueryError(f"{where}:{params[unused[0]].line}: parameter {unused[0]!r} is declared but not used")
+    return Query(qid, path, title, "\n".join(desc).strip(), sql.rstrip(";").strip(), params, columns, uses, unused)
+
+
+def _lookup(lib: dict[str, Query], name: str) -> Query | None:
+    if name in lib:
+        return lib[name]
+    matches = [q for q in lib.values() if q.name == name]
+    return matches[0] if len(matches) == 1 else None
+
+
+def resolve(lib: dict[str, Query]) -> dict[str, Query]:
+    """Compose every query with the queries it ``@uses`` (recursively); errors name the file."""
+    done: dict[str, Query] = {}
+
+    def compose(q: Query, stack: tuple[str, ...]) -> Query:
+        if q.id in done:
+            return done[q.id]
+        if q.id in stack:
+            raise QueryError(f"{q.path}: @uses forms a cycle: {' -> '.join((*stack, q.id))}")
+        if not q.uses:
+            done[q.id] = q
+            return q
+        ctes, params, deps = [], dict(q.params), []
+        for name in q.uses:
+            found = _lookup(lib, name)
+            if found is None:
+                raise QueryError(f"{q.path}: @uses {name}: no such query")
+            dep = compose(found, (*stack, q.id))
+            deps.append(dep)
+            for pname, p in dep.params.items():
+                mine = params.setdefault(pname, p)
+                if mine.type != p.type:
+                    raise QueryError(f"{q.path}:{mine.line}: parameter {pname!r} is {mine.type}, {dep.id} has {p.type}")
+            ctes.append(f'"{dep.name}" AS (\n{dep.sql}\n)')
+        for pname in q.own_unused:
+            if not any(pname in d.params for d in deps):
+                raise QueryError(f"{q.path}:{q.params[pname].line}: parameter {pname!r} is declared but not used")
+        body = q.sql
+        if re.match(r"(?is)^with\s", body):
+            sql = "WITH " + ",\n".join(ctes) + ",\n" + body[4:].lstrip()
+        else:
+            sql = "WITH " + ",\n".join(ctes) + "\n" + body
+        out = Query(q.id, q.path, q.title, q.description, sql, params, q.columns, q.uses, [])
+        done[q.id] = out
+        return out
+
+    return {qid: compose(q, ()) for qid, q in lib.items()}
 
 
 def shipped_dir() -> Path:
@@ -204,7 +265,7 @@ def library(extra_dirs=()) -> dict[str, Query]:
         for path in sorted(root.rglob("*.sql")):
             qid = ".".join(path.relative_to(root).with_suffix("").parts)
             out[qid] = parse(path, qid)
-    return out
+    return resolve(out)
 
 
 def find(name: str, extra_dirs=()) -> Query:

@@ -155,44 +155,22 @@ class Report:
         report_render.print_report(self, console)
 
 
-def _weighted(rows: list[dict], value: str, weight: str) -> float | None:
-    pairs = [(r[value], r[weight]) for r in rows if r[value] is not None and r[weight]]
-    total = sum(w for _, w in pairs)
-    return sum(v * w for v, w in pairs) / total if total else None
-
-
-def _mean(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
-
-
-def headline(trace: str, q: dict[str, list[dict]], device: str | None) -> dict:
-    """The headline numbers of one trace from the query rows ``q`` (query name -> rows of all traces)."""
-    mine = {name: [r for r in rows if r["trace"] == trace] for name, rows in q.items()}
-    calls = mine["attention_calls"]
-    impls = Counter(c["impl"] for c in calls)
-    precision = {r["precision"]: r["share_pct"] for r in mine["kernel_precision"]}
-    apis = sorted(mine["launch_api"], key=lambda r: (-(r["gpu_ns"] or 0), r["api"]))
-    timeline = mine["gpu_timeline"][0] if mine["gpu_timeline"] else {}
-    span = timeline.get("span_ns")
-    return {
-        "device": device,
-        "impl": min(impls, key=lambda k: (-impls[k], k)) if impls else None,
-        "attention_calls": len(calls),
-        "gpu_ns_per_call": _mean(c["gpu_ns"] for c in calls),
-        "attention_kernel_ns_per_call": _mean(c["attention_kernel_ns"] for c in calls),
-        "gpu_vs_first": None,
-        "cpu_ns_per_call": _mean(c["cpu_ns"] for c in calls),
-        "gpu_ops_per_call": _mean(c["gpu_ops"] for c in calls),
-        "tflops_per_s": _mean(c["tflops_per_s"] for c in calls),
-        "tensor_core_pct": precision.get("tensor_core", 0.0) if precision else None,
-        "launch_api": apis[0]["api"] if apis else None,
-        "launch_apis": [r["api"] for r in apis],
-        "reported_occupancy_pct": _weighted(mine["occupancy"], "reported_occupancy_pct", "total_ns"),
-        "theoretical_occupancy_pct": _weighted(mine["occupancy"], "theoretical_occupancy_pct", "total_ns"),
-        "idle_pct": 100.0 * timeline["idle_ns"] / span if span else None,
-        "stage_share_pct": {r["stage"]: r["share_pct"] for r in mine["stage_breakdown"] if r["gpu_ops"]},
+def headline(trace: str, q: dict[str, list[dict]]) -> dict:
+    """The headline numbers of one trace: its row of the ``headline`` query, and its stage shares."""
+    row = next((r for r in q["headline"] if r["trace"] == trace), {})
+    keys = (
+        "device", "impl", "attention_calls", "gpu_ns_per_call", "attention_kernel_ns_per_call", "cpu_ns_per_call",
+        "gpu_ops_per_call", "tflops_per_s", "tensor_core_pct", "launch_api", "launch_apis",
+        "reported_occupancy_pct", "theoretical_occupancy_pct", "idle_pct",
+    )  # fmt: skip
+    out = {k: row.get(k) for k in keys}
+    out["attention_calls"] = out["attention_calls"] or 0
+    out["launch_apis"] = out["launch_apis"] or []
+    out["gpu_vs_first"] = None  # filled once every trace is known
+    out["stage_share_pct"] = {
+        r["stage"]: r["share_pct"] for r in q["stage_breakdown"] if r["trace"] == trace and r["gpu_ops"]
     }
+    return out
 
 
 def _timeline_calls(rows: list[dict], limit: int = TIMELINE_CALLS) -> list[dict]:
@@ -206,6 +184,7 @@ def _timeline_calls(rows: list[dict], limit: int = TIMELINE_CALLS) -> list[dict]
 
 
 QUERIES = (
+    "headline",
     "attention_calls",
     "stage_breakdown",
     "kernel_precision",
@@ -246,7 +225,7 @@ def build(sources, names=None, progress=None) -> Report:
 
 
 def _build(loaded, progress, version) -> Report:
-    steps_total = len(loaded) * (len(QUERIES) + 2)
+    steps_total = len(loaded) * (len(QUERIES) + 1)
     done = 0
 
     def tick(what):
@@ -262,22 +241,14 @@ def _build(loaded, progress, version) -> Report:
             q[qname] = records(trace.query_arrow(qname))
             tick(qname)
         labels = trace.arrow("SELECT trace FROM traces ORDER BY trace_id").column("trace").to_pylist()
-        devices = {
-            r["trace"]: r["name"]
-            for r in trace.arrow(
-                "SELECT t.trace, d.name FROM devices d JOIN traces t USING (trace_id) "
-                "QUALIFY row_number() OVER (PARTITION BY d.trace_id ORDER BY d.device) = 1"
-            ).to_pylist()
-        }
-        tick("devices")
         found = findings.run(trace)
         tick("findings")
-        per_source.append((trace, name, q, labels, devices, found))
+        per_source.append((trace, name, q, labels, found))
 
-    seen = Counter(label for *_, labels, _d, _f in per_source for label in labels)
+    seen = Counter(label for *_, labels, _f in per_source for label in labels)
     out: list[TraceReport] = []
     sides = []
-    for trace, name, q, labels, devices, found in per_source:
+    for trace, name, q, labels, found in per_source:
         for label in labels:
             shown = label if seen[label] == 1 else f"{Path(name).name}:{label}"
             mine = [f for f in found if f.trace == label]
@@ -286,7 +257,7 @@ def _build(loaded, progress, version) -> Report:
                     label=shown,
                     trace=label,
                     source=name,
-                    headline=headline(label, q, devices.get(label)),
+                    headline=headline(label, q),
                     stages=[r for r in q["stage_breakdown"] if r["trace"] == label],
                     calls=[r for r in q["attention_calls"] if r["trace"] == label],
                     timeline=_timeline_calls([r for r in q["call_timeline"] if r["trace"] == label]),

@@ -1,0 +1,57 @@
+"""@uses: a query builds on others' rows instead of copying their SQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tracekit import queries
+from tracekit.errors import QueryError
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "cpu_attention" / "naive.json.gz"
+
+
+def _write(folder: Path, name: str, text: str) -> None:
+    (folder / f"{name}.sql").write_text(text)
+
+
+def test_a_query_uses_another_and_inherits_its_parameters(tmp_path):
+    _write(
+        tmp_path,
+        "calls_per_impl",
+        "-- Calls per implementation.\n--\n-- Counts attention_calls rows.\n--\n-- @uses attention_calls\n"
+        "-- @column trace VARCHAR  Trace.\n-- @column impl VARCHAR  Impl.\n-- @column n BIGINT  Calls.\n"
+        "SELECT trace, impl, count(*) AS n FROM attention_calls GROUP BY ALL ORDER BY trace, impl;\n",
+    )
+    q = queries.find("calls_per_impl", [tmp_path])
+    assert set(q.params) == {"include_orphans"}  # from attention_calls
+    assert q.sql.startswith('WITH "attention_calls" AS (')
+    with tracekit.load(SAMPLE) as trace:
+        got = trace.query("calls_per_impl", [tmp_path]).rows()
+        direct = trace.query("attention_calls")
+        assert got == [("naive", "naive", direct.height)]
+        assert direct.height > 0
+
+
+def test_uses_errors_name_the_file(tmp_path):
+    head = "-- T.\n--\n-- D.\n--\n"
+    _write(tmp_path, "a", head + "-- @uses b\n-- @column x INTEGER  X.\nSELECT 1 AS x ORDER BY x;\n")
+    _write(tmp_path, "b", head + "-- @uses a\n-- @column x INTEGER  X.\nSELECT 1 AS x ORDER BY x;\n")
+    with pytest.raises(QueryError, match=r"a\.sql: @uses forms a cycle|b\.sql: @uses forms a cycle"):
+        queries.library([tmp_path])
+    (tmp_path / "b.sql").unlink()
+    with pytest.raises(QueryError, match=r"a\.sql: @uses b: no such query"):
+        queries.library([tmp_path])
+
+
+def test_a_parameter_declared_but_used_by_nothing_is_still_an_error(tmp_path):
+    _write(
+        tmp_path,
+        "c",
+        "-- T.\n--\n-- D.\n--\n-- @uses gpu_timeline\n-- @param nope BOOLEAN = false  Unused.\n"
+        "-- @column trace VARCHAR  Trace.\nSELECT trace FROM gpu_timeline ORDER BY trace;\n",
+    )
+    with pytest.raises(QueryError, match=r"c\.sql:6: parameter 'nope' is declared but not used"):
+        queries.library([tmp_path])
