@@ -15,6 +15,20 @@ import click
 from . import database, model, queries, schema
 
 
+def _check_text(check: str) -> str:
+    if check.startswith("ref:"):
+        return f"references `{check[4:]}`"
+    return {"unique": "unique", "not_null": "never NULL", "in:stages": "a stage of `capture/stages.csv`"}[check]
+
+
+def _meaning(c: schema.Col) -> str:
+    """A column's doc, with its checked constraints (tests/test_schema_checks.py)."""
+    text = c.doc.replace("|", "/")
+    if c.checks:
+        text += " *(" + "; ".join(_check_text(k) for k in c.checks) + ")*"
+    return text
+
+
 def schema_markdown() -> str:
     """The schema reference as Markdown (docs/schema.md)."""
     out = [
@@ -46,7 +60,7 @@ def schema_markdown() -> str:
             if t.group != group:
                 continue
             out += [f"### `{t.name}` ({t.kind})", "", t.doc, "", "| column | type | meaning |", "|---|---|---|"]
-            out += [f"| `{c.name}` | {c.type} | {c.doc.replace('|', '/')} |" for c in t.columns]
+            out += [f"| `{c.name}` | {c.type} | {_meaning(c)} |" for c in t.columns]
             out.append("")
     out += ["## Macros", "", "Shared SQL the queries call; available in your own queries too.", ""]
     for macro in (*database.MACROS, *model.MACROS):

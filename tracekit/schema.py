@@ -26,6 +26,10 @@ class Col:
     doc: str
     # The args key the column is typed from (None: computed, or not from args).
     arg: str | None = None
+    # Perfetto-style constraints a test checks on every shared trace: "unique",
+    # "not_null", "ref:table.column" (every non-NULL value exists there), "in:stages"
+    # (a value of the stage vocabulary).
+    checks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,7 @@ class Table:
     columns: tuple[Col, ...]
 
 
-_LINE = re.compile(r"(\S+) +(\S+)(?: +\{([^}]+)\})? +(.+)")
+_LINE = re.compile(r"(\S+) +(\S+)(?: +\{([^}]+)\})?(?: +<([^>]+)>)? +(.+)")
 # Placeholders a doc may use, filled from the stage vocabulary (stages.csv).
 _VOCABULARY = {
     "STAGE_LIST": ", ".join(stages.names()),
@@ -48,7 +52,7 @@ _VOCABULARY = {
 
 
 def _cols(spec: str) -> tuple[Col, ...]:
-    """Parse ``name TYPE [{args key}]  doc`` lines."""
+    """Parse ``name TYPE [{args key}] [<check check ...>]  doc`` lines."""
     out = []
     for line in spec.strip().splitlines():
         if not line.strip():
@@ -56,16 +60,16 @@ def _cols(spec: str) -> tuple[Col, ...]:
         m = _LINE.fullmatch(line.strip())
         if m is None:
             raise ValueError(f"bad column declaration: {line!r}")
-        name, typ, arg, doc = m.groups()
+        name, typ, arg, checks, doc = m.groups()
         for key, value in _VOCABULARY.items():
             doc = doc.replace(key, value)
-        out.append(Col(name, typ, doc, arg))
+        out.append(Col(name, typ, doc, arg, tuple(checks.split()) if checks else ()))
     return tuple(out)
 
 
 _EVENT_COLS = """
-id BIGINT  Row id, unique across the database; GPU ops, launches and CPU slices join on it.
-trace_id INTEGER  The trace (input file) the event came from: traces.trace_id.
+id BIGINT <unique not_null>  Row id, unique across the database; GPU ops, launches and CPU slices join on it.
+trace_id INTEGER <not_null ref:traces.trace_id>  The trace (input file) the event came from: traces.trace_id.
 ordinal BIGINT  Position of the event in the file's traceEvents array, from 0.
 ph VARCHAR  Phase as written: X (complete), i/I (instant), s/t/f (flow), C (counter), M (metadata), others kept as written (NULL when absent).
 kind VARCHAR  Normalized category (cpu_op, user_annotation, python_function, runtime, driver, kernel, memcpy, memset, gpu_user_annotation, sync, ac2g, fwdbwd, cpu_instant, overhead, trace_span, metadata, marker, counter, unknown, ...): one kind for legacy, ROCm and MTIA names.
@@ -90,7 +94,7 @@ rule_file VARCHAR  The CSV the row came from.
 rule_order INTEGER  Priority: lower wins (user folders first, then the shipped file, each in file order).
 """
 _CPU_SLICE = """
-id BIGINT  slices.id.
+id BIGINT <unique not_null ref:events.id>  slices.id.
 trace_id INTEGER  traces.trace_id.
 kind VARCHAR  cpu_op, user_annotation, runtime, driver, overhead or profiler_range.
 name VARCHAR  Name as written.
@@ -100,13 +104,13 @@ ts_ns BIGINT  Start, ns.
 dur_ns BIGINT  Duration, ns.
 end_ns BIGINT  End, ns.
 depth INTEGER  Number of enclosing slices on the same thread (0 = top level).
-parent_id BIGINT  Innermost enclosing slice (cpu_slices.id), NULL at top level.
-root_id BIGINT  Outermost enclosing slice (itself at top level).
+parent_id BIGINT <ref:cpu_slices.id>  Innermost enclosing slice (cpu_slices.id), NULL at top level.
+root_id BIGINT <ref:cpu_slices.id>  Outermost enclosing slice (itself at top level).
 children INTEGER  Number of direct children.
 self_ns BIGINT  dur_ns minus the time covered by direct children (clipped to this slice), ns.
-op_id BIGINT  Innermost enclosing cpu_op (cpu_slices.id), itself excluded; NULL when none.
+op_id BIGINT <ref:cpu_slices.id>  Innermost enclosing cpu_op (cpu_slices.id), itself excluded; NULL when none.
 top_op_id BIGINT  Outermost enclosing cpu_op, itself excluded.
-annotation_id BIGINT  Innermost enclosing user_annotation (record_function range), itself excluded.
+annotation_id BIGINT <ref:cpu_slices.id>  Innermost enclosing user_annotation (record_function range), itself excluded.
 annotation_ids BIGINT[]  All enclosing user_annotations, outermost first.
 annotations VARCHAR[]  Their names, outermost first (ProfilerStep#N, attn_fwd, stage:softmax, ...).
 external_id BIGINT  slices.external_id.
@@ -127,7 +131,7 @@ _TABLES = [
         "base",
         "One row per input file (a trace; a rank in a distributed run).",
         _cols("""
-trace_id INTEGER  Id of the trace within this database, from 1.
+trace_id INTEGER <unique not_null>  Id of the trace within this database, from 1.
 trace VARCHAR  Display label: the file name without .json/.gz/.pt.trace (with parent folders when names repeat).
 path VARCHAR  The file as given.
 form VARCHAR  "object" (Kineto: top-level object with traceEvents) or "array" (bare Chrome event array).
@@ -153,7 +157,7 @@ metadata JSON  Every top-level key of the file except traceEvents, as written (d
         "base",
         "GPU properties from the trace's deviceProperties, one row per device per trace.",
         _cols("""
-trace_id INTEGER  traces.trace_id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 device INTEGER  Device index (deviceProperties[].id; gpu_ops.device).
 name VARCHAR  Device name, e.g. "NVIDIA A100-SXM4-80GB", "AMD Instinct MI300X".
 compute_capability VARCHAR  computeMajor.computeMinor (gfx major/minor on ROCm).
@@ -301,14 +305,14 @@ note VARCHAR  Why.
         "attention",
         "Attention stage of every CPU slice (cpu_slices), decided by labels, then op rules; the basis of CPU-time attribution.",
         _cols("""
-id BIGINT  cpu_slices.id.
+id BIGINT <unique not_null ref:cpu_slices.id>  cpu_slices.id.
 trace_id INTEGER  traces.trace_id.
 kind VARCHAR  cpu_slices.kind.
 name VARCHAR  Name.
-stage VARCHAR  Attention stage (STAGE_LIST; see docs/attribution.md).
+stage VARCHAR <not_null in:stages>  Attention stage (STAGE_LIST; see docs/attribution.md).
 source VARCHAR  What decided: label, op, or none (then stage is other).
-call_id BIGINT  The attention call the slice belongs to (attention_calls.call_id), NULL outside one.
-decider_id BIGINT  The annotation or op whose rule decided (cpu_slices.id).
+call_id BIGINT <ref:attention_calls.call_id>  The attention call the slice belongs to (attention_calls.call_id), NULL outside one.
+decider_id BIGINT <ref:cpu_slices.id>  The annotation or op whose rule decided (cpu_slices.id).
 rule VARCHAR  The pattern of the deciding rule.
 self_ns BIGINT  The slice's self time, ns (cpu_slices.self_ns).
 """),
@@ -319,13 +323,13 @@ self_ns BIGINT  The slice's self time, ns (cpu_slices.self_ns).
         "attention",
         "Attention stage of every GPU op: from its launch's cpu_stages (label, op), else Kineto's gpu_user_annotation (orphans), else kernel-name rules.",
         _cols("""
-id BIGINT  gpu_ops.id.
+id BIGINT <unique not_null ref:gpu_ops.id>  gpu_ops.id.
 trace_id INTEGER  traces.trace_id.
 kind VARCHAR  kernel, memcpy or memset.
 name VARCHAR  Kernel name.
-stage VARCHAR  Attention stage (see cpu_stages.stage).
+stage VARCHAR <not_null in:stages>  Attention stage (see cpu_stages.stage).
 source VARCHAR  What decided: label, op, gpu_annotation, kernel, or none (then stage is other).
-call_id BIGINT  Attention call (attention_calls.call_id); an attention kernel outside any call is a call of its own.
+call_id BIGINT <ref:attention_calls.call_id>  Attention call (attention_calls.call_id); an attention kernel outside any call is a call of its own.
 rule VARCHAR  The pattern of the deciding rule.
 attention_kernel BOOLEAN  Counted in kernel-level attention time: an attention kernel by name, or a kernel of stage KERNEL_LEVEL_LIST.
 kernel_impl VARCHAR  Implementation the kernel name tells (flash, efficient, cudnn, paged, ...).
@@ -339,7 +343,7 @@ dur_ns BIGINT  Duration, ns.
         "attention",
         "One row per attention call: a range labelled as a call, an attention op (SDPA, flash_attn, vLLM, ...), or an attention kernel found by name outside any call.",
         _cols("""
-call_id BIGINT  The call's id: the labelled range's or op's cpu_slices.id, or the kernel's gpu_ops.id.
+call_id BIGINT <unique not_null>  The call's id: the labelled range's or op's cpu_slices.id, or the kernel's gpu_ops.id.
 trace_id INTEGER  traces.trace_id.
 impl VARCHAR  naive, math, efficient, flash, cudnn, flex, paged, ... or unknown: from the innermost op that names one, else the kernel names, else the label, else naive when QK^T/softmax/PV run unfused.
 op VARCHAR  Name of the label, op or kernel that defines the call.
@@ -374,7 +378,7 @@ flops BIGINT  4*batch*heads*seq_q*seq_kv*head_dim (QK^T and PV), halved when cau
         "linked",
         "Runtime and driver API calls (cudaLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch, hipLaunchKernel, cudaMemcpyAsync, ...) with their enclosing CPU op stack.",
         _cols("""
-id BIGINT  slices.id of the call.
+id BIGINT <unique not_null ref:cpu_slices.id>  slices.id of the call.
 trace_id INTEGER  traces.trace_id.
 kind VARCHAR  runtime or driver.
 api VARCHAR  API name, e.g. cudaLaunchKernel.
@@ -386,11 +390,11 @@ end_ns BIGINT  End, ns.
 correlation BIGINT  Correlation id shared with the GPU ops it launched.
 external_id BIGINT  External id of the CPU op that made the call.
 cbid INTEGER {cbid}  args.cbid: CUPTI callback id.
-cpu_op_id BIGINT  Innermost enclosing cpu_op (cpu_slices.id), NULL when none.
+cpu_op_id BIGINT <ref:cpu_slices.id>  Innermost enclosing cpu_op (cpu_slices.id), NULL when none.
 cpu_op_name VARCHAR  Its name, e.g. aten::_flash_attention_forward.
 top_op_id BIGINT  Outermost enclosing cpu_op.
 top_op_name VARCHAR  Its name, e.g. aten::scaled_dot_product_attention.
-annotation_id BIGINT  Innermost enclosing user_annotation (record_function range).
+annotation_id BIGINT <ref:cpu_slices.id>  Innermost enclosing user_annotation (record_function range).
 annotation_name VARCHAR  Its name.
 annotations VARCHAR[]  Names of all enclosing user_annotations, outermost first.
 graph_launch BOOLEAN  The call is a CUDA/HIP graph launch (one correlation for many GPU ops).
@@ -403,7 +407,7 @@ flow_matches BOOLEAN  An ac2g flow with this correlation starts at this call (sa
         "linked",
         "GPU ops (kernels, memcpys, memsets) linked to their launch and, through it, the CPU op stack. GPU ops whose launch is not in the trace are kept with orphan = true.",
         _cols("""
-id BIGINT  slices.id of the GPU op.
+id BIGINT <unique not_null ref:events.id>  slices.id of the GPU op.
 trace_id INTEGER  traces.trace_id.
 kind VARCHAR  kernel, memcpy or memset.
 name VARCHAR  Kernel name (or "Memcpy DtoD (Device -> Device)", ...), as written.
@@ -416,18 +420,18 @@ dur_ns BIGINT  Duration on the GPU, ns.
 end_ns BIGINT  End on the GPU, ns.
 correlation BIGINT  Correlation id.
 external_id BIGINT  External id.
-launch_id BIGINT  The runtime call that launched it (runtime_calls.id); NULL for orphans.
+launch_id BIGINT <ref:runtime_calls.id>  The runtime call that launched it (runtime_calls.id); NULL for orphans.
 launch_api VARCHAR  API of the launch (cudaLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch, hipExtModuleLaunchKernel, ...).
 launch_tid VARCHAR  Thread of the launch.
 launch_ts_ns BIGINT  Start of the launch call, ns (ts_ns - launch_ts_ns is the queueing delay).
 orphan BOOLEAN  No launch in the trace (queued before profiling began): kept, and each query says whether it counts them.
 via_graph BOOLEAN  Launched by a graph launch (one launch, many GPU ops).
 launch_candidates INTEGER  Runtime calls in the trace with this correlation (more than 1: the one that began last before the GPU op was chosen).
-cpu_op_id BIGINT  Innermost cpu_op enclosing the launch (cpu_slices.id).
+cpu_op_id BIGINT <ref:cpu_slices.id>  Innermost cpu_op enclosing the launch (cpu_slices.id).
 cpu_op_name VARCHAR  Its name, e.g. aten::_flash_attention_forward.
 top_op_id BIGINT  Outermost cpu_op enclosing the launch.
 top_op_name VARCHAR  Its name, e.g. aten::scaled_dot_product_attention.
-annotation_id BIGINT  Innermost user_annotation enclosing the launch.
+annotation_id BIGINT <ref:cpu_slices.id>  Innermost user_annotation enclosing the launch.
 annotation_name VARCHAR  Its name, e.g. attn_fwd.
 annotations VARCHAR[]  All user_annotations enclosing the launch, outermost first (ProfilerStep#N, ...).
 grid INTEGER[] {grid}  args.grid: kernel grid dimensions [x, y, z].
@@ -447,7 +451,7 @@ memory_bandwidth_gbps DOUBLE {memory bandwidth (GB/s)}  args["memory bandwidth (
         "linked",
         "python_function events (with_stack) with their Python ids and parent.",
         _cols("""
-id BIGINT  events.id.
+id BIGINT <unique not_null>  events.id.
 trace_id INTEGER  traces.trace_id.
 name VARCHAR  Python frame, e.g. "nn.Module: Attention_0" or "model.py(42): forward".
 pid VARCHAR  Process id.
@@ -457,7 +461,7 @@ dur_ns BIGINT  Duration, ns.
 end_ns BIGINT  End, ns.
 python_id BIGINT {Python id}  args["Python id"].
 python_parent_id BIGINT {Python parent id}  args["Python parent id"]: the enclosing frame's python_id.
-parent_id BIGINT  The enclosing frame's id (python_functions.id), NULL at the top.
+parent_id BIGINT <ref:python_functions.id>  The enclosing frame's id (python_functions.id), NULL at the top.
 """),
     ),
     Table(
@@ -466,7 +470,7 @@ parent_id BIGINT  The enclosing frame's id (python_functions.id), NULL at the to
         "linked",
         "CPU ops and kernels carrying collective-communication args (record_param_comms, NCCL/RCCL kernels).",
         _cols("""
-id BIGINT  events.id.
+id BIGINT <unique not_null>  events.id.
 trace_id INTEGER  traces.trace_id.
 kind VARCHAR  cpu_op or kernel.
 name VARCHAR  Name as written.
@@ -508,7 +512,7 @@ pg_ranks VARCHAR {Process Group Ranks}  args["Process Group Ranks"].
         "The profiler steps: one row per ProfilerStep#N range (the user_annotation prof.step() records). "
         "The one definition of a step that queries share (see the step_of macro).",
         _cols("""
-id BIGINT  cpu_slices.id of the range.
+id BIGINT <unique>  cpu_slices.id of the range.
 trace_id INTEGER  traces.trace_id.
 pid VARCHAR  Process id.
 tid VARCHAR  Thread id (the thread that called prof.step()).
@@ -540,7 +544,7 @@ rule_order INTEGER  That row's rule_order.
         "correlation is in the trace: the rows of gpu_ops and its orphan flag (negated), there from the load "
         "on, before the linked model is built. gpu_timeline and top_kernels read it.",
         _cols("""
-id BIGINT  events.id (= gpu_ops.id).
+id BIGINT <unique not_null>  events.id (= gpu_ops.id).
 trace_id INTEGER  traces.trace_id.
 kind VARCHAR  kernel, memcpy or memset.
 name VARCHAR  Name as written.
