@@ -101,7 +101,7 @@ def measure(trace: Path, runs: int, hta_py: Path, tracelens_py: Path | None) -> 
                     cmd = [tracelens_py, "-c", TRACELENS_DRIVER, trace, Path(tmp) / "tl.xlsx"]
                 wall, rss, _ = bench_load.run_measured(cmd)
                 tools[tool].append((wall, rss))
-                print(f"  x{trace.name} {tool} run {i + 1}/{runs}: {wall:.2f} s, {rss:.0f} MB", file=sys.stderr)
+                print(f"  {trace.name} {tool} run {i + 1}/{runs}: {wall:.2f} s, {rss:.0f} MB", file=sys.stderr)
     out: dict = {"trace": str(trace), "size_mb": size_mb, "runs": runs, "tracelens_note": tracelens_note}
     for tool, results in tools.items():
         wall = statistics.median(r[0] for r in results)
