@@ -149,7 +149,9 @@ class TraceBuilder:
         devices: tuple = (0,),
         distributed_info: dict | None = None,
         base_time_ns: int = BASE_TIME_NS,
+        metadata: dict | None = None,
     ):
+        self.metadata = dict(metadata or {})  # extra top-level keys, written after deviceProperties
         self.pid, self.tid = pid, pid if tid is None else tid
         self.origin_ns, self.legacy = origin_ns, legacy
         self.trace_name, self.process_name = trace_name, process_name
@@ -754,6 +756,7 @@ class TraceBuilder:
         head = {"schemaVersion": 1, "deviceProperties": copy.deepcopy(self.device_properties)}
         if self.distributed_info is not None:
             head["distributedInfo"] = copy.deepcopy(self.distributed_info)
+        head.update(copy.deepcopy(self.metadata))
         return head
 
     def _trailer(self) -> dict:
@@ -1291,10 +1294,10 @@ def _lay(b: TraceBuilder, node: _Op, t: int, jitter: int, sink: list) -> int:
     return t
 
 
-def _build_variant(name: str, legacy: bool, origin_ns: int) -> Variant:
+def _build_variant(name: str, legacy: bool, origin_ns: int, metadata: dict | None = None) -> Variant:
     region, tag, forward = VARIANTS[name]
     trace_name = f"{B}_{H}_{S}_{D}{tag}_eager"
-    b = TraceBuilder(origin_ns=origin_ns, legacy=legacy, trace_name=trace_name)
+    b = TraceBuilder(origin_ns=origin_ns, legacy=legacy, trace_name=trace_name, metadata=metadata)
     ops = forward()
     all_gpu: list = []
     # The warm-up step's last kernel still runs when the window opens: its launch
@@ -1413,7 +1416,9 @@ def _last_kernel(ops) -> _K:
     return _kernels(ops)[-1]
 
 
-def post_variants(names=None, *, legacy: bool = False, origin_ns: int = DEFAULT_ORIGIN_NS) -> dict:
+def post_variants(
+    names=None, *, legacy: bool = False, origin_ns: int = DEFAULT_ORIGIN_NS, metadata: dict | None = None
+) -> dict:
     """Build the post's variants: ``{name: Variant}`` for naive, inplace, math,
     efficient, flash, cudnn (or the subset ``names``).
 
@@ -1421,9 +1426,10 @@ def post_variants(names=None, *, legacy: bool = False, origin_ns: int = DEFAULT_
     then ``ProfilerStep#2..4``, each with a kernel-less ``aten::empty`` and one
     region (``attn_fwd`` or ``sdpa_fwd``) around one forward of B=8, H=16,
     S=1024, D=64, bf16, causal. ``Variant.truth`` documents the answers (see
-    the module's tests for how each is checked).
+    the module's tests for how each is checked). ``metadata``: extra top-level
+    keys for every file (``sample_traces/gpu_a100_synthetic`` marks them synthesized).
     """
-    return {n: _build_variant(n, legacy, origin_ns) for n in (names or VARIANTS)}
+    return {n: _build_variant(n, legacy, origin_ns, metadata) for n in (names or VARIANTS)}
 
 
 if __name__ == "__main__":  # write all variants for a look in Perfetto: python tests/synthetic.py DIR
