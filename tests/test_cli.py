@@ -84,19 +84,23 @@ def test_load_then_query_formats(tiny, tmp_path):
     assert res.exit_code == 0
     assert f"{db}: 1 trace(s), 3 events, 1 GPU ops" in res.output
 
-    table = invoke("query", "gpu_timeline", db).output
+    table = invoke("query", "gpu_timeline", db, "--wide").output
     assert table.splitlines()[0].split() == [
         "trace",
         "gpu_ops",
         "linked_gpu_ops",
         "orphan_gpu_ops",
         "counted_gpu_ops",
-        "busy_ns",
-        "span_ns",
-        "idle_ns",
+        "busy_µs",
+        "span_µs",
+        "idle_µs",
         "busy_pct",
     ]
-    assert table.splitlines()[2].split() == ["tiny_rank3", "1", "1", "0", "1", "3500", "3500", "0", "100"]
+    assert table.splitlines()[2].split() == ["tiny_rank3", "1", "1", "0", "1", "3.5", "3.5", "0.0", "100.0"]
+    # Without --wide the table fits 100 columns and names what it left out.
+    narrow = invoke("query", "gpu_timeline", db).output
+    assert max(len(line) for line in narrow.splitlines()) <= 100
+    assert "with --wide: busy_pct" in narrow
 
     rows = list(csv.DictReader(io.StringIO(invoke("query", "gpu_timeline", db, "-f", "csv").output)))
     assert rows == [
@@ -156,7 +160,7 @@ def test_queries_and_tables_listings(tiny):
         assert name in listing
     verbose = invoke("queries", "-v").output
     assert "-p include_orphans=False  (BOOLEAN)" in verbose
-    rows = list(csv.DictReader(io.StringIO(invoke("tables", tiny, "-f", "csv").output)))
+    rows = list(csv.DictReader(io.StringIO(invoke("tables", tiny, "--columns", "-f", "csv").output)))
     gpu_cols = {r["column"]: r["doc"] for r in rows if r["table"] == "gpu_ops"}
     assert gpu_cols["orphan"].startswith("No launch in the trace")
 

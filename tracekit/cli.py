@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import duckdb
 
-from . import __version__, api, console, database, diff, queries, render
+from . import __version__, api, console, database, diff, humanize, queries, render
 from .errors import ParameterError, TracekitError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -33,17 +33,42 @@ def output_options(fn):
         help="Output format.",
     )
     @click.option(
-        "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of stdout."
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+        help="Write to FILE instead of stdout ('-': stdout, e.g. -f parquet into a pipe).",
     )
-    @click.option("--max-width", type=int, default=80, show_default=True, help="Truncate table cells (0: never).")
+    @table_options
     @functools.wraps(fn)
-    def wrapper(*args, fmt, output, max_width, **kwargs):
+    def wrapper(*args, fmt, output, wide, rows, **kwargs):
         if fmt == "parquet" and output is None:
-            raise click.UsageError("-f parquet needs -o FILE")
+            raise click.UsageError("-f parquet needs -o FILE (or -o - into a pipe)")
         table = fn(*args, **kwargs)
-        render.render(table, fmt, out=sys.stdout, path=output, max_width=max_width)
+        render.render(table, fmt, out=sys.stdout, path=output, **table_style(wide, rows))
 
     return wrapper
+
+
+def table_options(fn):
+    """--wide and --rows: how much of a table the table format shows."""
+    fn = click.option(
+        "--rows",
+        type=int,
+        default=humanize.DEFAULT_ROWS,
+        show_default=True,
+        help="Rows the table format shows (0: all); the others write every row.",
+    )(fn)
+    return click.option(
+        "--wide", is_flag=True, help="Table format: every column, names uncut (default: fit the terminal)."
+    )(fn)
+
+
+def table_style(wide: bool, rows: int) -> dict:
+    """The table format's style: the terminal's width (100 when not a terminal), unless --wide."""
+    import shutil
+
+    width = shutil.get_terminal_size((humanize.DEFAULT_WIDTH, 24)).columns if sys.stdout.isatty() else 0
+    return {"wide": wide, "rows": rows, "width": width or humanize.DEFAULT_WIDTH}
 
 
 def open_source(source: str, cache: bool = True, quiet: bool = False) -> api.Trace:
@@ -205,10 +230,10 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache):
 @click.option("--calls", default=12, show_default=True, help="Attention calls to list (0: all).")
 @click.option("--include-orphans", is_flag=True, help="Count GPU ops with no launch in the trace.")
 @click.option("-f", "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@click.option("--max-width", type=int, default=48, show_default=True, help="Truncate table cells (0: never).")
+@click.option("--wide", is_flag=True, help="Every column, names uncut (default: fit the terminal).")
 @rules_opt
 @cache_opt
-def stages(source, calls, include_orphans, fmt, max_width, rule_dirs, no_cache):
+def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     """Where attention time goes: the stage breakdown and the attention calls.
 
     Runs the stage_breakdown and attention_calls queries. Each GPU op's stage
@@ -239,39 +264,14 @@ def stages(source, calls, include_orphans, fmt, max_width, rule_dirs, no_cache):
         }
         click.echo(json.dumps(out, indent=1))
         return
-    keep = [
-        "trace",
-        "stage",
-        "gpu_ops",
-        "gpu_ns",
-        "share_pct",
-        "cpu_ops",
-        "cpu_ns",
-        "gpu_by_label",
-        "gpu_by_op",
-        "gpu_by_kernel",
-    ]
+    style = table_style(wide, 0)
+    keep = ["trace", "stage", "gpu_ops", "gpu_ns", "share_pct", "cpu_ns", "gpu_by_label", "gpu_by_op", "gpu_by_kernel"]
     click.echo("Stage breakdown (stage_breakdown)")
-    render.render(breakdown.select(keep), "table", out=sys.stdout, max_width=max_width)
+    render.render(breakdown if wide else breakdown.select(keep), "table", out=sys.stdout, **style)
     shown = f"first {call_rows.num_rows} of {total}" if call_rows.num_rows < total else f"{total}"
     click.echo(f"\nAttention calls (attention_calls; {shown})")
-    keep = [
-        "trace",
-        "call_id",
-        "impl",
-        "op",
-        "gpu_ops",
-        "gpu_ns",
-        "attention_kernel_ns",
-        "cpu_ns",
-        "batch",
-        "heads",
-        "seq_q",
-        "head_dim",
-        "causal",
-        "tflops_per_s",
-    ]
-    render.render(call_rows.select(keep), "table", out=sys.stdout, max_width=max_width)
+    keep = ["trace", "call_id", "impl", "op", "gpu_ops", "gpu_ns", "attention_kernel_ns", "cpu_ns", "tflops_per_s"]
+    render.render(call_rows if wide else call_rows.select(keep), "table", out=sys.stdout, **style)
 
 
 @cli.command("report", context_settings=CONTEXT)
@@ -395,28 +395,35 @@ def list_queries(query_dirs, verbose):
 
 @cli.command(context_settings=CONTEXT)
 @source_arg
-@click.option("--columns/--no-columns", default=True, help="List each table's columns.")
+@click.argument("names", nargs=-1, metavar="[TABLE]...")
+@click.option("--columns", is_flag=True, help="List the columns of every table (given TABLEs: always).")
 @cache_opt
 @output_options
-def tables(source, columns, no_cache):
-    """List the tables and views of SOURCE with their documented columns.
+def tables(source, names, columns, no_cache):
+    """List the tables and views of SOURCE; with TABLE names, their documented columns.
 
     \b
     Example:
       tracekit tables run.duckdb
+      tracekit tables run.duckdb gpu_ops cpu_slices
     """
     import pyarrow as pa
 
     with open_source(source, cache=not no_cache) as trace:
-        rows = []
-        for t in trace.tables():
-            if columns:
-                rows += [
-                    {"table": t["table"], "kind": t["kind"], "column": c, "type": typ, "doc": doc}
-                    for c, typ, doc in t["columns"]
-                ]
-            else:
-                rows.append({"table": t["table"], "kind": t["kind"], "doc": t["doc"]})
+        known = trace.tables()
+    by_name = {t["table"]: t for t in known}
+    for n in names:
+        if n not in by_name:
+            raise TracekitError(f"no table {n!r}{queries.suggest(n, by_name)} ('tracekit tables SOURCE' lists them)")
+    rows = []
+    for t in [by_name[n] for n in names] if names else known:
+        if columns or names:
+            rows += [
+                {"table": t["table"], "kind": t["kind"], "column": c, "type": typ, "doc": doc}
+                for c, typ, doc in t["columns"]
+            ]
+        else:
+            rows.append({"table": t["table"], "kind": t["kind"], "columns": len(t["columns"]), "doc": t["doc"]})
     return pa.Table.from_pylist(rows)
 
 

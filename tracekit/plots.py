@@ -10,22 +10,12 @@ from __future__ import annotations
 import math
 from html import escape
 
-from . import stages
+from . import names, stages
 
 STAGE_COLORS = stages.colours()
 _EXTRA = ("#e6ab02", "#a6761d", "#666666", "#1b9e77", "#e7298a", "#66a61e")
-SERIES_COLORS = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-)
+# Okabe & Ito's colour-blind-safe palette (stage colours in capture/stages.csv use it too).
+SERIES_COLORS = ("#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9", "#f0e442", "#000000")
 FONT = 'font-family="system-ui, sans-serif" font-size="12"'
 WIDTH = 920
 
@@ -54,6 +44,22 @@ def _svg(kind: str, height: int, body: list[str], label: str) -> str:
 
 def _text(x, y, text, anchor="start", extra="") -> str:
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{extra}>{escape(str(text))}</text>'
+
+
+LABEL_CHARS = 36  # a row label longer than this is cut in the middle; its <title> holds it whole
+CHAR_PX = 6.6  # average glyph width at font-size 12
+
+
+def _margin(labels) -> int:
+    """Left margin that fits the (cut) row labels without clipping them."""
+    longest = max((len(names.shorten(str(x), LABEL_CHARS)) for x in labels), default=8)
+    return int(min(WIDTH // 3, max(80, 16 + CHAR_PX * longest)))
+
+
+def _row_label(x, y, label: str) -> str:
+    """A row label ending at ``x``: cut in the middle when long, the whole text as its tooltip."""
+    short = names.shorten(str(label), LABEL_CHARS)
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="end"><title>{escape(str(label))}</title>{escape(short)}</text>'
 
 
 def _num(v: float) -> str:
@@ -93,13 +99,13 @@ def _legend(x0: float, y: float, items: list[tuple[str, str]]) -> tuple[list[str
 
 def stacked_bars(bars: list[tuple[str, dict[str, float]]], stages: list[str]) -> str:
     """Horizontal 100 % bars, one per trace, split by stage share (percent of GPU time)."""
-    left, right, row = 170, WIDTH - 20, 28
+    left, right, row = _margin(label for label, _ in bars), WIDTH - 20, 28
     span = right - left
     body = []
     y: float = 24
     body.append(_text(left, 14, "share of GPU time (%)", extra=' fill="#555"'))
     for label, shares in bars:
-        body.append(_text(left - 8, y + 16, label[:24], anchor="end"))
+        body.append(_row_label(left - 8, y + 16, label))
         x: float = left
         for stage in stages:
             share = shares.get(stage) or 0.0
@@ -139,7 +145,7 @@ def timeline(title: str, lanes: list[tuple[str, list[dict]]]) -> str:
     y: float = 24
     stages_seen: list[str] = []
     for lane, ops in lanes:
-        body.append(_text(left - 8, y + 15, lane, anchor="end"))
+        body.append(_row_label(left - 8, y + 15, lane))
         body.append(f'<line x1="{left}" x2="{right}" y1="{y + row - 3}" y2="{y + row - 3}" stroke="#eee"/>')
         for op in ops:
             x = left + span * op["start_ns"] / end
@@ -190,7 +196,7 @@ def strip(
     ``groups``: (row label, [(point label, value in ns)]).
     """
     values = [v for _, pts in groups for _, v in pts if v and v > 0]
-    left, right, row = 170, WIDTH - 20, 28
+    left, right, row = _margin(label for label, _ in groups), WIDTH - 20, 28
     span = right - left
     body = [_text(8, 14, title, extra=' font-weight="600"')]
     lo, hi = _log_axis(min(values) / unit_scale, max(values) / unit_scale) if values else (0, 1)
@@ -201,7 +207,7 @@ def strip(
     y = 28
     for i, (label, pts) in enumerate(groups):
         color = SERIES_COLORS[i % len(SERIES_COLORS)]
-        body.append(_text(left - 8, y + 4, label[:24], anchor="end"))
+        body.append(_row_label(left - 8, y + 4, label))
         body.append(f'<line x1="{left}" x2="{right}" y1="{y}" y2="{y}" stroke="#eee"/>')
         vals = sorted(v for _, v in pts if v and v > 0)
         for name, v in pts:

@@ -89,7 +89,10 @@ class Query:
         unknown = sorted(set(given) - set(self.params))
         if unknown:
             known = ", ".join(self.params) or "none"
-            raise ParameterError(f"query {self.id}: unknown parameter {unknown[0]!r} (parameters: {known})")
+            raise ParameterError(
+                f"query {self.id}: unknown parameter {unknown[0]!r}{suggest(unknown[0], self.params)} "
+                f"(parameters: {known})"
+            )
         out = {}
         for name, p in self.params.items():
             value = given.get(name, p.default)
@@ -278,4 +281,13 @@ def find(name: str, extra_dirs=()) -> Query:
         return matches[0]
     if matches:
         raise QueryError(f"query name {name!r} is ambiguous: {', '.join(q.id for q in matches)}")
-    raise QueryError(f"no query named {name!r} (run 'tracekit queries' to list them)")
+    names = list(lib) if "." in name else [q.name for q in lib.values()]
+    raise QueryError(f"no query named {name!r}{suggest(name, names)} (run 'tracekit queries' to list them)")
+
+
+def suggest(name: str, known) -> str:
+    """``: did you mean 'x'?`` for the closest of ``known`` names, or empty."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(set(known)), n=2, cutoff=0.6)
+    return f": did you mean {' or '.join(repr(c) for c in close)}?" if close else ""

@@ -1,4 +1,4 @@
-"""Rendering result rows: one function writes every format the CLI offers."""
+"""Rendering result rows: one registry (``WRITERS``) of every format the CLI offers."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import decimal
 import io
 import json
 import math
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where used: `tracekit load` never needs Arrow
     import pyarrow as pa
-
-FORMATS = ("table", "csv", "json", "ndjson", "parquet")
 
 
 def _plain(value):
@@ -80,52 +80,75 @@ def _cell(value, exact: bool = False) -> str:
     return str(_plain(value))
 
 
-def _table(table: pa.Table, max_width: int) -> str:
-    names = table.column_names
-    rows = table.to_pylist()
-    import pyarrow as pa
+def _write_table(table: pa.Table, out, style: dict) -> None:
+    from . import humanize
 
-    numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) for t in table.schema.types]
-    cells = [[_cell(r[n]) for n in names] for r in rows]
-    if max_width > 0:
-        cells = [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in row] for row in cells]
-    widths = [max([len(n), *(len(row[i]) for row in cells)]) for i, n in enumerate(names)]
-
-    def line(values):
-        out = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)]
-        return "  ".join(out).rstrip()
-
-    lines = [line(names), "  ".join("-" * w for w in widths)]
-    lines += [line(row) for row in cells]
-    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(lines) + "\n"
+    out.write(humanize.table_text(table, **style))
 
 
-def render(table: pa.Table, fmt: str, out=None, path: Path | None = None, max_width: int = 80) -> None:
-    """Write ``table`` as ``fmt`` to ``path`` if given, else to the text stream ``out``."""
-    if fmt not in FORMATS:
+def _write_csv(table: pa.Table, out, style: dict) -> None:
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(table.column_names)
+    for row in table.to_pylist():
+        writer.writerow([_cell(v, exact=True) for v in row.values()])
+
+
+def _write_json(table: pa.Table, out, style: dict) -> None:
+    json.dump(records(table), out, indent=1)
+    out.write("\n")
+
+
+def _write_ndjson(table: pa.Table, out, style: dict) -> None:
+    for r in table.to_pylist():
+        out.write(json.dumps(_plain(r)) + "\n")
+
+
+def _write_parquet(table: pa.Table, out, style: dict) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, out)
+
+
+# The output formats, one writer each: (write(table, stream, style), binary). `table` is for people
+# (tracekit.humanize: units, widths, row limit); the others keep every value exact.
+WRITERS: dict[str, tuple[Callable[[pa.Table, Any, dict], None], bool]] = {
+    "table": (_write_table, False),
+    "csv": (_write_csv, False),
+    "json": (_write_json, False),
+    "ndjson": (_write_ndjson, False),
+    "parquet": (_write_parquet, True),
+}
+FORMATS = tuple(WRITERS)
+
+
+def is_stdout(path) -> bool:
+    """``-`` as an output path: standard output."""
+    return path is not None and str(path) == "-"
+
+
+def render(table: pa.Table, fmt: str, out=None, path: Path | None = None, **style) -> None:
+    """Write ``table`` as ``fmt`` to ``path`` if given (``-``: standard output), else to the
+    text stream ``out``. ``style`` goes to the table format (width, rows, wide)."""
+    if fmt not in WRITERS:
         raise ValueError(f"unknown format {fmt!r}")
-    if fmt == "parquet":
+    write, binary = WRITERS[fmt]
+    if fmt != "table":
+        style = {}
+    if is_stdout(path):
+        path, out = None, sys.stdout
+    if binary:
         if path is None:
-            raise ValueError("parquet output needs --output FILE")
-        import pyarrow.parquet as pq
-
-        pq.write_table(table, str(path))
+            stream = getattr(out, "buffer", None)
+            if stream is None or (hasattr(out, "isatty") and out.isatty()):
+                raise ValueError(f"{fmt} output is binary: give -o FILE (or -o - into a pipe)")
+            out.flush()
+            write(table, stream, style)
+            stream.flush()
+            return
+        write(table, str(path), style)
         return
     buf = io.StringIO()
-    if fmt == "table":
-        buf.write(_table(table, max_width))
-    elif fmt == "csv":
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(table.column_names)
-        for row in table.to_pylist():
-            writer.writerow([_cell(v, exact=True) for v in row.values()])
-    elif fmt == "json":
-        json.dump(records(table), buf, indent=1)
-        buf.write("\n")
-    else:
-        for r in table.to_pylist():
-            buf.write(json.dumps(_plain(r)) + "\n")
+    write(table, buf, style)
     text = buf.getvalue()
     if path is not None:
         Path(path).write_text(text, encoding="utf-8")

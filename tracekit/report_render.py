@@ -313,7 +313,8 @@ def _comparison(report: Report) -> list[str]:
     for label, rows in c["tables"].items():
         out.append(f"<h3>{escape(label)} vs {escape(c['against'])}</h3>")
         out.append(
-            f'<table class="diff" data-trace="{escape(label)}"><thead><tr><th>stage</th><th>change</th>'
+            f'<div class="scroll"><table class="diff" data-trace="{escape(label)}"><thead><tr>'
+            "<th>stage</th><th>change</th>"
             f"<th>GPU ops {escape(c['against'])}</th><th>GPU ops {escape(label)}</th>"
             f"<th>{escape(c['against'])}</th><th>{escape(label)}</th><th>delta</th><th>delta %</th>"
             "<th>ratio</th></tr></thead><tbody>"
@@ -334,9 +335,30 @@ def _comparison(report: Report) -> list[str]:
                 for k, u in cells
             ]
             out.append("</tr>")
-        out.append("</tbody></table>")
+        out.append("</tbody></table></div>")
     out.append("</section>")
     return out
+
+
+def _evidence_columns(f):
+    import pyarrow as pa
+
+    from . import humanize
+
+    if not f.rows:
+        return [humanize.Column(c, c, "text") for c in f.columns]
+    return humanize.columns(pa.Table.from_pylist([{c: r[c] for c in f.columns} for r in f.rows]))
+
+
+def headers(f) -> list[str]:
+    """An evidence table's headers: the columns with their display units (``gpu_ns`` -> ``gpu_µs``)."""
+    return [c.header for c in _evidence_columns(f)]
+
+
+def _evidence_cells(f) -> list[list[tuple[str, str]]]:
+    """(css class, display text) of every evidence cell: humanized like the terminal's tables."""
+    cols = _evidence_columns(f)
+    return [[("num" if c.numeric else "text", c.text(r[c.name])) for c in cols] for r in f.rows]
 
 
 def _evidence(report: Report) -> list[str]:
@@ -354,19 +376,20 @@ def _evidence(report: Report) -> list[str]:
                 f'<span class="muted">({f.rows_total} rows; <code>{escape(_hint(t, f.query))}</code>)</span></h3>'
             )
             out.append(
-                f'<table class="evidence" data-finding="{escape(f.id)}" data-trace="{escape(t.label)}">'
-                "<thead><tr>" + "".join(f"<th>{escape(c)}</th>" for c in f.columns) + "</tr></thead><tbody>"
+                f'<div class="scroll"><table class="evidence" data-finding="{escape(f.id)}" '
+                f'data-trace="{escape(t.label)}"><thead><tr>'
+                + "".join(f"<th>{escape(h)}</th>" for h in headers(f))
+                + "</tr></thead><tbody>"
             )
-            for r in f.rows:
+            for r, shown in zip(f.rows, _evidence_cells(f)):
                 out.append(
                     "<tr>"
                     + "".join(
-                        f'<td class="{"num" if isinstance(r[c], (int, float)) and not isinstance(r[c], bool) else "text"}">'
-                        f"{escape(_cell(r[c], exact=True))}</td>"
-                        for c in f.columns
+                        f'<td class="{css}" title="{escape(_cell(r[c], exact=True))}">{escape(text)}</td>'
+                        for c, (css, text) in zip(f.columns, shown)
                     )
                     + "</tr>"
                 )
-            out.append("</tbody></table>")
+            out.append("</tbody></table></div>")
     out.append("</section>")
     return out

@@ -24,7 +24,7 @@ class Stage:
     order: int
     core: bool  # part of the attention core (between the projections)
     kernel_level: bool  # its kernels count in an attention call's kernel-level time
-    colour: str  # #rrggbb, in every plot
+    colour: str  # #rrggbb, in every plot: Okabe-Ito hues for the core stages, greys of distinct lightness for the rest (colour-blind safe)
     doc: str
 
 

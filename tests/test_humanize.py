@@ -1,0 +1,141 @@
+"""The table format: units, widths, row limits, middle-shortening and demangled names."""
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+
+from tracekit import humanize, names
+from tracekit.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_traces" / "gpu_a100_synthetic"
+# A kernel as ROCm's aiter library reports it (mi300 sglang trace in ../shared/traces).
+AITER = "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib"
+
+
+def lines(text):
+    return text.rstrip("\n").splitlines()
+
+
+def test_durations_get_one_unit_per_column_named_in_the_header():
+    t = pa.table(
+        {
+            "gpu_ns": [146_816, 7_239_000],
+            "total_ns": [12_000_000, 1_000],
+            "span_ns": [12_000_000_000, 5],
+            "delta_ns_per_call": [-405_760, 0],
+            "share_pct": [38.9091, 0.0],
+            "ratio": [0.5087, None],
+            "trace_id": [12345, 2],
+            "count": [1234567, 1],
+            "ts_ns": [2_413_668_742_269_099, 1],
+        }
+    )
+    out = lines(humanize.table_text(t, wide=True))
+    assert out[0].split() == [
+        "gpu_µs",
+        "total_ms",
+        "span_s",
+        "delta_µs_per_call",
+        "share_pct",
+        "ratio",
+        "trace_id",
+        "count",
+        "ts_ns",
+    ]
+    assert out[2].split() == ["146.8", "12.000", "12.000", "-405.8", "38.9", "0.51x", "12345", "1,234,567"] + [
+        "2413668742269099"
+    ]
+    assert out[3].split() == ["7,239.0", "0.001", "0.000", "0.0", "0.0", "2", "1", "1"]
+    assert out[-1] == "(2 rows)"
+
+
+def test_csv_keeps_the_raw_values(tmp_path):
+    res = CliRunner().invoke(
+        cli, ["query", "region_summary", str(SAMPLES / "inplace.json.gz"), "-p", "pattern=^attn_fwd$", "-f", "csv"]
+    )
+    assert res.exit_code == 0, res.output
+    header, row = res.output.splitlines()[:2]
+    assert "gpu_time_avg_ns" in header.split(",") and "1955000.0" in row.split(",")
+
+
+def test_tables_fit_100_columns_unless_wide():
+    long = [f"at::native::elementwise_kernel<128, 4, {'x' * 80}_{i}>(int)" for i in range(3)]
+    t = pa.table({"trace": ["a", "b", "c"], "name": long, "total_ns": [1, 2, 3], "avg_ns": [1, 2, 3]})
+    narrow = lines(humanize.table_text(t, width=100))
+    assert max(map(len, narrow)) <= 100
+    start = narrow[0].index("name")
+    shown = [r[start:].rsplit(None, 2)[0] for r in narrow[2:5]]
+    assert len(set(shown)) == 3 and all("…" in s for s in shown)
+    wide = humanize.table_text(t, wide=True)
+    assert all(n in wide for n in long)
+
+
+def test_columns_that_do_not_fit_are_named():
+    t = pa.table({f"column_number_{i}": [i] for i in range(12)})
+    out = lines(humanize.table_text(t, width=100))
+    assert max(map(len, out)) <= 100
+    assert out[-1].startswith("(6 more columns with --wide: column_number_6, ")
+
+
+def test_row_limit_says_how_many_more():
+    t = pa.table({"n": list(range(100))})
+    out = lines(humanize.table_text(t, rows=40))
+    assert len(out) == 2 + 40 + 1
+    assert out[-1] == "(40 of 100 rows; 60 more rows: --rows 0)"
+    assert len(lines(humanize.table_text(t, rows=0))) == 2 + 100 + 1
+
+
+def test_shorten_keeps_head_and_tail():
+    text = "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_6_128x64x64_4x1x1_cga1x1x1_kernel0_0"
+    short = names.shorten(text, 30)
+    assert len(short) == 30 and short.startswith("cudnn_generated") and short.endswith("kernel0_0")
+    assert names.shorten("softmax", 30) == "softmax"
+    # A signature's parameter list goes first.
+    assert names.shorten("f<int, 4>(float*, float const*, int, int, bool)", 20) == "f<int, 4>(…)"
+
+
+def test_shorten_all_keeps_distinct_names_distinct():
+    # Two real kernels that differ only deep in the middle (the naive and math variants' masked_fill / where).
+    a = "at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::(anonymous namespace)::masked_fill_kernel(at::TensorIterator&)::{lambda(int)#1}>(int)"
+    b = "at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::(anonymous namespace)::where_kernel_impl(at::TensorIterator&)::{lambda(int)#1}>(int)"
+    out = names.shorten_all([a, b, "short"], 30)
+    assert out["short"] == "short"
+    assert out[a] != out[b] and len(out[a]) <= 30 and len(out[b]) <= 30
+    assert "masked" in out[a] and "where" in out[b]
+
+
+def test_demangle():
+    assert names.demangle(AITER).startswith("void aiter::add_rmsnorm_quant_kernel<")
+    assert names.readable(AITER).startswith("aiter::add_rmsnorm_quant_kernel<")
+    assert names.demangle("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
+    assert names.demangle("_Znot_really_mangled") == "_Znot_really_mangled"
+
+
+def test_diff_by_kernel_never_shows_one_name_as_added_and_removed():
+    res = CliRunner().invoke(
+        cli, ["diff", str(SAMPLES / "naive.json.gz"), str(SAMPLES / "math.json.gz"), "--by", "kernel"]
+    )
+    assert res.exit_code == 0, res.output
+    out = lines(res.output)
+    assert max(map(len, out)) <= 100
+    body = out[2:-1]
+    csv_rows = CliRunner().invoke(
+        cli, ["diff", str(SAMPLES / "naive.json.gz"), str(SAMPLES / "math.json.gz"), "--by", "kernel", "-f", "csv"]
+    )
+    assert len(body) == len(csv_rows.output.splitlines()) - 1 == 21
+    shown = {}
+    for row in body:
+        name, change = row[:24].strip(), row[24:].split()[0]
+        shown.setdefault(name, set()).add(change)
+    assert len(shown) == len(body)  # every row's name is its own
+    assert not [n for n, c in shown.items() if {"added", "removed"} <= c]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_dash_writes_to_stdout(fmt):
+    res = CliRunner().invoke(cli, ["query", "gpu_timeline", str(SAMPLES / "flash.json.gz"), "-f", fmt, "-o", "-"])
+    assert res.exit_code == 0 and "flash" in res.output
+    assert not Path("-").exists()

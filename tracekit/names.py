@@ -1,0 +1,118 @@
+"""Kernel and op names for people: demangling, and shortening that keeps names apart.
+
+``demangle`` turns an Itanium-mangled symbol (``_ZN5aiter24add_rmsnorm_quant_kernel...``,
+as ROCm and some CUDA libraries report kernels) into C++ text with the maintained
+``cpp_demangle`` library (the Rust crate's binding); a name it cannot parse, or one that
+is not mangled, comes back unchanged. ``shorten`` cuts a long name in the middle, keeping
+its head and its distinguishing tail; ``shorten_all`` shortens a set of names so that
+distinct names stay distinct (a diff by kernel never shows one text as both added and
+removed). The stored tables always keep the raw names.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+
+ELLIPSIS = "…"
+
+
+@functools.lru_cache(maxsize=65536)
+def demangle(name: str) -> str:
+    """C++ text of an Itanium-mangled ``name`` (``_Z...``); any other name unchanged."""
+    if not isinstance(name, str) or not name.startswith(("_Z", "__Z")):
+        return name
+    try:
+        import cpp_demangle
+    except ImportError:  # a dependency; tolerated missing so that names still show
+        return name
+    try:
+        return str(cpp_demangle.demangle(name.removeprefix("_") if name.startswith("__Z") else name))
+    except (ValueError, RuntimeError):
+        return name
+
+
+_RETURN_TYPE = re.compile(r"^void ")
+
+
+def readable(name: str) -> str:
+    """The name as a table shows it: demangled, without a leading ``void`` return type."""
+    return _RETURN_TYPE.sub("", demangle(name))
+
+
+def _without_params(text: str) -> str:
+    """``f<T>(int, float)`` -> ``f<T>(…)``: a C++ signature's trailing parameter list elided."""
+    if not text.endswith(")"):
+        return text
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[:i] + "(…)" if i > 0 and len(text) - i > 3 else text
+    return text
+
+
+def shorten(text: str, width: int, at: int | None = None) -> str:
+    """``text`` cut to ``width`` characters: a C++ parameter list is elided first, then the
+    middle is cut, keeping the head (what it is) and the tail (which one: template
+    arguments, a tile shape, a suffix). ``at``: keep the characters from this index on
+    visible too (where the text differs from a similar one)."""
+    if width <= 0 or len(text) <= width:
+        return text
+    if text.count(" ") >= 3 and "::" not in text and "<" not in text:  # prose (a doc): cut at the end
+        return text[: width - 1] + ELLIPSIS
+    text = _without_params(text) if len(_without_params(text)) < len(text) else text
+    if len(text) <= width:
+        return text
+    if width == 1:
+        return ELLIPSIS
+    if at is not None and width >= 12 and 0 < at < len(text):
+        side = max(1, (width - 2) // 4)
+        mid = width - 2 - 2 * side
+        lo = min(max(side, at - mid // 3), len(text) - side - mid)
+        if lo > side:
+            return text[:side] + ELLIPSIS + text[lo : lo + mid] + ELLIPSIS + text[len(text) - side :]
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+
+
+def _diverge(text: str, others: list[str]) -> int:
+    """Where ``text`` first differs from the most similar of ``others``."""
+    best = 0
+    for o in others:
+        n = 0
+        for a, b in zip(text, o):
+            if a != b:
+                break
+            n += 1
+        best = max(best, n)
+    return best
+
+
+def shorten_all(texts: Iterable[str], width: int) -> dict[str, str]:
+    """``{text: shortened}`` for each distinct text, every shortened text distinct.
+
+    Texts whose shortenings collide show the place where they differ (between the head
+    and the tail); if that is not enough they are widened until they differ."""
+    uniq = sorted(set(texts))
+    out = {t: shorten(t, width) for t in uniq}
+    w = width
+    first = True
+    while True:
+        seen: dict[str, list[str]] = {}
+        for t, s in out.items():
+            seen.setdefault(s, []).append(t)
+        clashes = [ts for ts in seen.values() if len(ts) > 1]
+        if not clashes:
+            return out
+        if not first:
+            w += max(4, w // 4)
+        for ts in clashes:
+            for t in ts:
+                full = _without_params(t) if len(t) > w else t
+                out[t] = shorten(
+                    t, w, at=_diverge(full, [_without_params(o) if len(o) > w else o for o in ts if o != t])
+                )
+        first = False
