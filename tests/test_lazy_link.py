@@ -141,3 +141,21 @@ def test_a_database_being_written_elsewhere_gets_a_clear_error(trace_file, tmp_p
     assert out.returncode == 1
     assert len(out.stderr.strip().splitlines()) == 1
     assert f"{db}: in use by another process that writes it" in out.stderr
+
+
+def test_a_linked_command_on_a_raw_trace_loads_and_links_in_one_pass(trace_file, tmp_path, monkeypatch, capsys):
+    """`stages` on a raw trace builds the cache linked (one build, one write); a base query does not link."""
+    path, truth = trace_file
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "cache"))
+    links = []
+    monkeypatch.setattr(database, "link_file", lambda p: links.append(p))  # a second, separate link pass
+    assert main(["query", "gpu_timeline", str(path), "-f", "json"]) == 0
+    (db,) = (tmp_path / "cache").glob("*.duckdb")
+    assert _state(db) == ("false", False)
+    db.unlink()
+    assert main(["stages", str(path), "-f", "json"]) == 0
+    assert f'"attention_calls_total": {len(truth["steps"])}' in capsys.readouterr().out  # one call per step
+    (db,) = (tmp_path / "cache").glob("*.duckdb")
+    assert _state(db) == ("true", True)
+    assert links == []
+

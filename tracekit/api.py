@@ -266,7 +266,8 @@ def load(
     reuses a database cached for the same unchanged inputs; otherwise the
     database lives in memory. ``memory_limit`` caps DuckDB's memory for a
     file build (default: scaled to the input, $TRACEKIT_MEMORY_LIMIT).
-    ``link=True`` builds the linked tables now rather than on first use.
+    ``link=True`` builds the linked tables now rather than on first use (with
+    ``cache``, in the same pass as the load when the cache has no database yet).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -281,7 +282,7 @@ def load(
             )
         )
     if cache:
-        return open(database.cached_build(paths, progress=progress, warn=warn))
+        return open(database.cached_build(paths, progress=progress, warn=warn, linked=link))
     con = duckdb.connect()
     database.build(con, discover(paths), progress=progress, warn=warn, linked=link)
     return Trace(con, None)

@@ -71,11 +71,17 @@ def table_style(wide: bool, rows: int) -> dict:
     return {"wide": wide, "rows": rows, "width": width or humanize.DEFAULT_WIDTH}
 
 
-def open_source(source: str, cache: bool = True, quiet: bool = False) -> api.Trace:
-    """A Trace for SOURCE: a .duckdb from ``tracekit load`` or raw trace file(s)."""
+def open_source(source: str, cache: bool = True, quiet: bool = False, link: bool = False) -> api.Trace:
+    """A Trace for SOURCE: a .duckdb from ``tracekit load`` or raw trace file(s).
+
+    ``link``: the command reads the linked model, so a raw trace not yet
+    cached is loaded and linked in one pass (one write of the database).
+    """
     progress = console.Progress(not quiet)
     try:
-        trace = api.load([source], cache=cache, progress=progress, warn=console.warn)
+        # A database links on first use, if a query needs it; a raw trace not yet cached links as it loads.
+        link = link and not api.is_database(source)
+        trace = api.load([source], cache=cache, progress=progress, warn=console.warn, link=link)
     finally:
         progress.close()
     trace.on_link = console.LinkNotice(not quiet, source)
@@ -221,7 +227,7 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache):
     q = queries.find(name, query_dirs)
     bound = _params(params)
     q.bind(bound)  # fail on bad parameters before loading anything
-    with open_source(source, cache=not no_cache) as trace:
+    with open_source(source, cache=not no_cache, link=api.needs_link(duckdb.connect(), q.sql)) as trace:
         return trace.use_rules(rule_dirs).query_arrow(q.id, bound, query_dirs)
 
 
@@ -248,7 +254,7 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     """
     import json
 
-    with open_source(source, cache=not no_cache) as trace:
+    with open_source(source, cache=not no_cache, link=True) as trace:
         trace.use_rules(rule_dirs)
         params = {"include_orphans": include_orphans}
         breakdown = trace.query_arrow("stage_breakdown", params)
@@ -315,7 +321,7 @@ def report_cmd(sources, html_path, json_path, quiet, rule_dirs, no_cache):
     progress = console.Steps(not quiet, "report")
     try:
         for s in sources:
-            traces.append(open_source(s, cache=not no_cache, quiet=quiet).use_rules(rule_dirs))
+            traces.append(open_source(s, cache=not no_cache, quiet=quiet, link=True).use_rules(rule_dirs))
         rep = report.build(traces, names=sources, progress=progress)
     finally:
         progress.close()
@@ -360,7 +366,7 @@ def diff_cmd(a, b, by, per_call, include_orphans, rule_dirs, no_cache):
       tracekit diff inplace.json.gz math.json.gz --per-call
       tracekit diff h100.json.gz mi300.json.gz --by kernel -f csv -o kernels.csv
     """
-    with open_source(a, cache=not no_cache) as ta, open_source(b, cache=not no_cache) as tb:
+    with open_source(a, cache=not no_cache, link=True) as ta, open_source(b, cache=not no_cache, link=True) as tb:
         return diff.compare(
             diff.Side(ta.use_rules(rule_dirs), name=a),
             diff.Side(tb.use_rules(rule_dirs), name=b),

@@ -263,12 +263,17 @@ def cache_key(sources: list[Source]) -> str:
     return h.hexdigest()[:24]
 
 
-def cached_build(paths, progress=None, warn=None) -> Path:
-    """Path of a database for raw trace ``paths``, building it on first use."""
+def cached_build(paths, progress=None, warn=None, linked: bool = False) -> Path:
+    """Path of a database for raw trace ``paths``, building it on first use.
+
+    ``linked`` builds the linked model in the same pass when the database is
+    built here (for a caller about to query it): one connection and one
+    checkpoint instead of a load, a reopen and a second write of the file.
+    """
     sources = discover(paths)
     directory = cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
     out = directory / f"{cache_key(sources)}.duckdb"
     if not out.exists():
-        _build_file(sources, out, progress, warn)
+        _build_file(sources, out, progress, warn, linked=linked)
     return out
