@@ -158,4 +158,3 @@ def test_a_linked_command_on_a_raw_trace_loads_and_links_in_one_pass(trace_file,
     (db,) = (tmp_path / "cache").glob("*.duckdb")
     assert _state(db) == ("true", True)
     assert links == []
-
