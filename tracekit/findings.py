@@ -7,7 +7,8 @@ The title is the query's header title, so the query documents itself. A
 trace gets one finding per query that returns rows for it; the message is
 filled in from those rows (``{rows}``, ``{sum_<column>}`` and the first,
 heaviest row's columns; format specs ``us``, ``ms``, ``pct``, ``x`` and
-``short`` render durations in ns, percentages, ratios and long kernel names).
+``short`` render durations in ns, percentages, ratios and long kernel names;
+``{by_<text column>__<number column>}`` sums a number per value of a text column).
 """
 
 from __future__ import annotations
@@ -94,7 +95,23 @@ def rules() -> list[Rule]:
 
 
 class _Formatter(string.Formatter):
-    """str.format with the report's unit specs ({x:us}, {x:pct}, {name:short}, ...)."""
+    """str.format with the report's unit specs ({x:us}, {x:pct}, {name:short}, ...) and
+    ``{by_<text column>__<number column>}``: each value of the text column with the sum of
+    the number column over its rows, largest first ("cudaLaunchKernelExC: 168, cuLaunchKernel: 1")."""
+
+    def __init__(self, rows: list[dict]):
+        self.rows = rows
+
+    def get_value(self, key, args, kwargs):
+        if isinstance(key, str) and key.startswith("by_") and "__" in key and key not in kwargs:
+            text, num = key[3:].split("__", 1)
+            if self.rows and (text not in self.rows[0] or num not in self.rows[0]):
+                raise KeyError(key)
+            sums: dict = {}
+            for r in self.rows:
+                sums[r[text]] = sums.get(r[text], 0) + (r[num] or 0)
+            return ", ".join(f"{k}: {format_unit(v, 'count')}" for k, v in sorted(sums.items(), key=lambda kv: -kv[1]))
+        return super().get_value(key, args, kwargs)
 
     def format_field(self, value, spec):
         if value is None:
@@ -112,7 +129,7 @@ def message(template: str, rows: list[dict]) -> str:
             total = sum(values)
             context[f"sum_{key}"] = total if not isinstance(total, float) or math.isfinite(total) else None
     try:
-        return _Formatter().format(template, **context)
+        return _Formatter(rows).format(template, **context)
     except (KeyError, IndexError, ValueError) as exc:
         raise QueryError(f"findings.csv: message {template!r} cannot be filled: {exc}") from None
 

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import api, diff, findings, report_render
+from . import api, diff, findings, report_render, sources
 from .render import records
 
 # How many attention calls of a trace the timeline plot draws (one per step).
@@ -246,11 +246,23 @@ def _build(loaded, progress, version) -> Report:
         per_source.append((trace, name, q, labels, found))
 
     seen = Counter(label for *_, labels, _f in per_source for label in labels)
+    # A label two sources share is told apart by the shortest distinguishing tail of the
+    # sources' paths (A/graph_execution and B/graph_execution), as `load` does for files.
+    source_labels = sources.trace_labels([Path(name) for _, name, *_ in per_source])
     out: list[TraceReport] = []
     sides = []
-    for trace, name, q, labels, found in per_source:
+    taken: Counter = Counter()
+    for (trace, name, q, labels, found), source_label in zip(per_source, source_labels):
         for label in labels:
-            shown = label if seen[label] == 1 else f"{Path(name).name}:{label}"
+            if seen[label] == 1:
+                shown = label
+            elif len(labels) == 1 and source_label != label:
+                shown = source_label
+            else:
+                shown = f"{source_label}:{label}"
+            taken[shown] += 1
+            if taken[shown] > 1:  # the same source given twice
+                shown = f"{shown}#{taken[shown]}"
             mine = [f for f in found if f.trace == label]
             out.append(
                 TraceReport(
@@ -269,7 +281,7 @@ def _build(loaded, progress, version) -> Report:
     first = out[0].headline["gpu_ns_per_call"] if out else None
     for t in out:
         own = t.headline["gpu_ns_per_call"]
-        t.headline["gpu_vs_first"] = own / first if first and own is not None else None
+        t.headline["gpu_vs_first"] = own / first if first and own is not None and len(out) > 1 else None
     comparison = None
     if len(out) > 1:
         per_call = all(t.headline["attention_calls"] for t in out)
