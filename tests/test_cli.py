@@ -162,7 +162,7 @@ def test_queries_and_tables_listings(tiny):
     assert "-p include_orphans=False  (BOOLEAN)" in verbose
     rows = list(csv.DictReader(io.StringIO(invoke("tables", tiny, "--columns", "-f", "csv").output)))
     gpu_cols = {r["column"]: r["doc"] for r in rows if r["table"] == "gpu_ops"}
-    assert gpu_cols["orphan"].startswith("No launch in the trace")
+    assert gpu_cols["orphan"].startswith("Launched before the trace began")
 
 
 def test_user_query_folder(tiny, tmp_path, monkeypatch):

@@ -97,7 +97,13 @@ def test_only_the_base_queries_skip_linking():
     """Which shipped queries need the link step, by DuckDB's own parse of their SQL."""
     con = duckdb.connect()
     base = {q.id for q in queries.library().values() if not api.needs_link(con, q.sql)}
-    assert base == {"core.event_counts", "core.gpu_timeline", "core.top_kernels"}
+    assert base == {
+        "core.event_counts",
+        "core.gpu_timeline",
+        "core.top_kernels",
+        "breakdown.gpu_breakdown",
+        "breakdown.comm_overlap",
+    }
 
 
 @pytest.mark.parametrize(

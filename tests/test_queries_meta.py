@@ -81,9 +81,10 @@ def test_golden_output(q, golden, tmp_path):
         args += ["-p", pair]
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0
+    # The golden is what goes to stdout; notes (left-out orphans) go to stderr.
     if os.environ.get("TRACEKIT_UPDATE_GOLDEN") == "1":
-        golden.write_text(result.output)
-    assert result.output == golden.read_text()
+        golden.write_text(result.stdout)
+    assert result.stdout == golden.read_text()
 
 
 def test_declared_but_unused_parameter_is_an_error(tmp_path):

@@ -282,7 +282,7 @@ def test_json_comparison_is_tracekit_diff(made, variants):
         catch_exceptions=False,
     )
     assert result.exit_code == 0
-    assert comparison["tables"]["math"] == json.loads(result.output)
+    assert comparison["tables"]["math"] == json.loads(result.stdout)
     assert '<table class="diff" data-trace="math">' in made["html"]
 
 
@@ -291,7 +291,7 @@ def test_diff_by_stage_and_kernel_against_the_truth(variants):
     result = CliRunner().invoke(
         cli, ["diff", str(variants["inplace"][0]), str(variants["math"][0]), "-f", "json"], catch_exceptions=False
     )
-    rows = json.loads(result.output)
+    rows = json.loads(result.stdout)
     assert result.exit_code == 0
     by_stage = {r["stage"]: r for r in rows}
     for stage in set(inplace["stage_ns"]) | set(math["stage_ns"]):
@@ -308,7 +308,7 @@ def test_diff_by_stage_and_kernel_against_the_truth(variants):
         ["diff", str(variants["inplace"][0]), str(variants["math"][0]), "--by", "kernel", "-f", "csv"],
         catch_exceptions=False,
     )
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()
     assert lines[0] == "name,change,a_gpu_ops,b_gpu_ops,a_ns,b_ns,delta_ns,delta_pct,ratio"
     change = {line.split(",")[0]: line.split(",")[1] for line in lines[1:] if not line.startswith('"')}
     assert change["ampere_sgemm_128x64_tn"] == "added" and change["ampere_sgemm_128x64_nn"] == "added"

@@ -185,6 +185,13 @@ class Trace:
         except duckdb.Error as exc:
             raise QueryError(f"query {q.id} ({q.path}) failed: {str(exc).strip()}") from None
 
+    def orphans(self) -> tuple[int, int]:
+        """``(GPU ops, summed ns)`` launched before the trace began: what queries leave out by default."""
+        n, ns = self.rows(
+            "SELECT count(*), coalesce(sum(dur_ns), 0) FROM gpu_op_events WHERE orphan_cause = 'launched_before_trace'"
+        )[0]
+        return int(n), int(ns)
+
     def use_rules(self, rule_dirs) -> Trace:
         """Re-attribute stages with extra rule folders (their rows win over the shipped ones).
 

@@ -194,7 +194,7 @@ def _cpu_stages(con, kind: str) -> None:
 
 
 def _gpu_op_stages(con, kind: str) -> None:
-    # Orphans have no launch: Kineto's projection of the annotations onto the
+    # GPU ops without a launch (orphans, no-correlation ops): Kineto's projection of the annotations onto the
     # GPU stream is the only label they can have.
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _gpu_label AS
@@ -208,7 +208,7 @@ def _gpu_op_stages(con, kind: str) -> None:
            JOIN events a ON a.kind = 'gpu_user_annotation' AND a.trace_id = g.trace_id AND a.pid = g.pid
                         AND g.ts_ns - a.ts_ns >= 0 AND a.end_ns - g.end_ns >= 0
            JOIN _label_match m ON m.name = a.name
-           WHERE g.orphan
+           WHERE g.launch_id IS NULL
            GROUP BY g.id"""
     )
     core = ", ".join(map(literal, KERNEL_LEVEL_STAGES))

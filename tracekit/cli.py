@@ -228,13 +228,16 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache):
     bound = _params(params)
     q.bind(bound)  # fail on bad parameters before loading anything
     with open_source(source, cache=not no_cache, link=api.needs_link(duckdb.connect(), q.sql)) as trace:
-        return trace.use_rules(rule_dirs).query_arrow(q.id, bound, query_dirs)
+        result = trace.use_rules(rule_dirs).query_arrow(q.id, bound, query_dirs)
+        if "include_orphans" in q.params and not q.bind(bound)["include_orphans"]:
+            console.orphan_note(trace.orphans(), "-p include_orphans=true")
+        return result
 
 
 @cli.command(context_settings=CONTEXT)
 @source_arg
 @click.option("--calls", default=12, show_default=True, help="Attention calls to list (0: all).")
-@click.option("--include-orphans", is_flag=True, help="Count GPU ops with no launch in the trace.")
+@click.option("--include-orphans", is_flag=True, help="Count GPU ops launched before the trace began.")
 @click.option("-f", "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--wide", is_flag=True, help="Every column, names uncut (default: fit the terminal).")
 @rules_opt
@@ -259,6 +262,8 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
         params = {"include_orphans": include_orphans}
         breakdown = trace.query_arrow("stage_breakdown", params)
         call_rows = trace.query_arrow("attention_calls", params)
+        if not include_orphans:
+            console.orphan_note(trace.orphans(), "--include-orphans")
     total = call_rows.num_rows
     if calls and total > calls:
         call_rows = call_rows.slice(0, calls)
@@ -347,7 +352,7 @@ def report_cmd(sources, html_path, json_path, quiet, rule_dirs, no_cache):
     help="Match by attention stage (works across devices and vendors) or by kernel name.",
 )
 @click.option("--per-call", is_flag=True, help="Divide GPU ops and time by each side's number of attention calls.")
-@click.option("--include-orphans", is_flag=True, help="Count GPU ops with no launch in the trace.")
+@click.option("--include-orphans", is_flag=True, help="Count GPU ops launched before the trace began.")
 @rules_opt
 @cache_opt
 @output_options
@@ -367,13 +372,17 @@ def diff_cmd(a, b, by, per_call, include_orphans, rule_dirs, no_cache):
       tracekit diff h100.json.gz mi300.json.gz --by kernel -f csv -o kernels.csv
     """
     with open_source(a, cache=not no_cache, link=True) as ta, open_source(b, cache=not no_cache, link=True) as tb:
-        return diff.compare(
+        result = diff.compare(
             diff.Side(ta.use_rules(rule_dirs), name=a),
             diff.Side(tb.use_rules(rule_dirs), name=b),
             by=by,
             per_call=per_call,
             include_orphans=include_orphans,
         )
+        if not include_orphans:
+            for t in (ta, tb):
+                console.orphan_note(t.orphans(), "--include-orphans")
+        return result
 
 
 @cli.command("queries", context_settings=CONTEXT)

@@ -57,6 +57,17 @@ def warn(message: str) -> None:
     click.echo(f"Warning: {message}", err=True)
 
 
+def orphan_note(orphans: tuple[int, int], how: str) -> None:
+    """One line on stderr saying which GPU ops a command left out: ``orphans`` is (count, ns); nothing when none."""
+    count, ns = orphans
+    if count:
+        click.echo(
+            f"Note: {count:,} GPU op(s) ({ns / 1e6:,.3f} ms) launched before the trace began are left out; "
+            f"{how} counts them.",
+            err=True,
+        )
+
+
 class LinkNotice(StatusLine):
     """A status line while the linked tables are built on first use."""
 

@@ -17,26 +17,27 @@ import duckdb
 
 from . import __version__, ingest, model, rules
 from .errors import TraceFormatError, TracekitError
-from .kinds import GPU_OP_KINDS, LAUNCH_KINDS
+from .kinds import GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
 from .sources import Source, discover
 from .sqltext import Macro, in_list
 
 # Bump whenever a table or column changes meaning: cached databases with
 # another version are rebuilt, user-built ones are refused with advice.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Views over the base tables: there from the load on.
 VIEWS = {
     # GPU ops straight from events, with whether the trace holds a runtime
-    # call of the same correlation: the rows of gpu_ops and its `orphan`
-    # flag negated, available before (and without) linking, so the GPU
-    # timeline of a database just loaded needs no link step.
+    # call of the same correlation and, when not, why: the rows of gpu_ops
+    # and its orphan_cause, available before (and without) linking, so the
+    # GPU timeline of a database just loaded needs no link step.
     "gpu_op_events": f"""
-        SELECT g.id, g.trace_id, g.kind, g.name, g.pid, g.tid, g.ts_ns, g.dur_ns, g.end_ns, g.correlation,
-               g.correlation IN (SELECT r.correlation FROM events r
-                                 WHERE r.ph = 'X' AND r.kind IN {in_list(LAUNCH_KINDS)} AND r.trace_id = g.trace_id)
-                   IS TRUE AS linked
-        FROM events g WHERE g.ph = 'X' AND g.kind IN {in_list(GPU_OP_KINDS)}""",
+        SELECT *, {orphan_cause_sql("linked", "correlation")} AS orphan_cause FROM (
+            SELECT g.id, g.trace_id, g.kind, g.name, g.pid, g.tid, g.ts_ns, g.dur_ns, g.end_ns, g.correlation,
+                   g.correlation IN (SELECT r.correlation FROM events r
+                                     WHERE r.ph = 'X' AND r.kind IN {in_list(LAUNCH_KINDS)} AND r.trace_id = g.trace_id)
+                       IS TRUE AS linked
+            FROM events g WHERE g.ph = 'X' AND g.kind IN {in_list(GPU_OP_KINDS)})""",
     "processes": """
         SELECT trace_id, pid,
                max(json_extract_string(args, '$.name')) FILTER (WHERE name = 'process_name') AS name,
@@ -83,6 +84,17 @@ MACROS = (
         )
         GROUP BY grp""",
         table=True,
+    ),
+    Macro(
+        "gpu_op_category",
+        "kind, name",
+        "The GPU-time bucket of a GPU op as TraceLens's GPU timeline defines it: memcpy (a memcpy, or a ROCm "
+        "`__amd_rocclr_copy*` blit kernel), communication (a kernel or memset whose name contains nccl or rccl, "
+        "any case, or cross_device_reduce), else computation (every other kernel, every memset).",
+        """
+        CASE WHEN kind = 'memcpy' OR starts_with(name, '__amd_rocclr_copy') THEN 'memcpy'
+             WHEN regexp_matches(name, '(?i)nccl|rccl|cross_device_reduce') THEN 'communication'
+             ELSE 'computation' END""",
     ),
     Macro(
         "kernel_base",

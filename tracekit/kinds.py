@@ -57,6 +57,22 @@ GPU_OP_KINDS = ("kernel", "memcpy", "memset")
 CPU_NEST_KINDS = ("cpu_op", "user_annotation", "runtime", "driver", "overhead", "profiler_range")
 LAUNCH_KINDS = ("runtime", "driver")
 
+# Why a GPU op has no launch in the trace. A correlation id whose runtime
+# call is not in the trace: the op was queued before profiling began (an
+# orphan; queries leave it out unless include_orphans). No correlation id at
+# all (NULL, or CUPTI's 0): the device recorded work that no host call
+# launched (MTIA dma_request, ...); it is real work inside the window and
+# counts like a linked op.
+ORPHAN_CAUSES = ("launched_before_trace", "no_correlation")
+
+
+def orphan_cause_sql(linked: str, correlation: str) -> str:
+    """SQL giving a GPU op's orphan cause (NULL when ``linked``), from two SQL expressions."""
+    return (
+        f"(CASE WHEN {linked} THEN NULL WHEN coalesce({correlation}, 0) = 0 THEN '{ORPHAN_CAUSES[1]}' "
+        f"ELSE '{ORPHAN_CAUSES[0]}' END)"
+    )
+
 
 def _no_cat_kind_sql(ph: str) -> str:
     return (

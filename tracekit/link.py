@@ -25,7 +25,7 @@ from __future__ import annotations
 import duckdb
 
 from . import fields
-from .kinds import CPU_NEST_KINDS, GPU_OP_KINDS, LAUNCH_KINDS
+from .kinds import CPU_NEST_KINDS, GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
 from .sqltext import in_list as _in
 
 # A child may end a few hundred ns after its parent (clock skew between the
@@ -264,6 +264,7 @@ def _gpu_ops(con, kind: str = "TABLE") -> None:
         """
     )
     parse, typed = fields.typed(fields.GPU, "args")
+    cause = orphan_cause_sql("l.launch_id IS NOT NULL", "g.correlation")
     con.execute(
         f"""
         CREATE {kind} gpu_ops AS
@@ -272,7 +273,7 @@ def _gpu_ops(con, kind: str = "TABLE") -> None:
                coalesce(g.stream, TRY_CAST(g.tid AS BIGINT)) AS stream,
                g.pid, g.tid, g.ts_ns, g.dur_ns, g.end_ns, g.correlation, g.external_id,
                l.launch_id, r.api AS launch_api, r.tid AS launch_tid, r.ts_ns AS launch_ts_ns,
-               l.launch_id IS NULL AS orphan,
+               coalesce({cause} = 'launched_before_trace', false) AS orphan, {cause} AS orphan_cause,
                coalesce(r.graph_launch, false) AS via_graph,
                coalesce(l.candidates, 0)::INTEGER AS launch_candidates,
                r.cpu_op_id, r.cpu_op_name, r.top_op_id, r.top_op_name,

@@ -300,6 +300,23 @@ note VARCHAR  Why.
         ),
     ),
     Table(
+        "rule_device_peaks",
+        "table",
+        "rules",
+        "Device name patterns -> peak dense TFLOP/s per dtype and memory bandwidth (tracekit/rules/device_peaks.csv plus user folders): the roofline of gemm_calls and conv_calls. The first matching row by rule_order wins.",
+        _cols(
+            """
+pattern VARCHAR  RE2 regular expression matched against devices.name ((?i) for case-insensitive).
+device VARCHAR  Short device name; the device parameter of a query matches its start (H100 -> H100 SXM).
+dtype VARCHAR  fp8, bf16, fp16, tf32, fp32 or fp64.
+peak_tflops VARCHAR  Peak dense TFLOP/s for the dtype (a number).
+peak_tbps VARCHAR  Peak memory bandwidth, TB/s (a number).
+source VARCHAR  Where the numbers come from (vendor data sheet).
+"""
+            + _RULE_COMMON
+        ),
+    ),
+    Table(
         "cpu_stages",
         "table",
         "attention",
@@ -405,7 +422,7 @@ flow_matches BOOLEAN  An ac2g flow with this correlation starts at this call (sa
         "gpu_ops",
         "table",
         "linked",
-        "GPU ops (kernels, memcpys, memsets) linked to their launch and, through it, the CPU op stack. GPU ops whose launch is not in the trace are kept with orphan = true.",
+        "GPU ops (kernels, memcpys, memsets) linked to their launch and, through it, the CPU op stack. GPU ops whose launch is not in the trace are kept: orphan = true when launched before the trace began, orphan_cause says why.",
         _cols("""
 id BIGINT <unique not_null ref:events.id>  slices.id of the GPU op.
 trace_id INTEGER  traces.trace_id.
@@ -420,11 +437,12 @@ dur_ns BIGINT  Duration on the GPU, ns.
 end_ns BIGINT  End on the GPU, ns.
 correlation BIGINT  Correlation id.
 external_id BIGINT  External id.
-launch_id BIGINT <ref:runtime_calls.id>  The runtime call that launched it (runtime_calls.id); NULL for orphans.
+launch_id BIGINT <ref:runtime_calls.id>  The runtime call that launched it (runtime_calls.id); NULL when its launch is not in the trace.
 launch_api VARCHAR  API of the launch (cudaLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch, hipExtModuleLaunchKernel, ...).
 launch_tid VARCHAR  Thread of the launch.
 launch_ts_ns BIGINT  Start of the launch call, ns (ts_ns - launch_ts_ns is the queueing delay).
-orphan BOOLEAN  No launch in the trace (queued before profiling began): kept, and each query says whether it counts them.
+orphan BOOLEAN  Launched before the trace began (orphan_cause = launched_before_trace): kept, and each query says whether it counts them.
+orphan_cause VARCHAR  Why the op has no launch in the trace: launched_before_trace (a correlation id whose launch is not in the trace: queued before profiling began), no_correlation (no correlation id recorded: device-side work such as MTIA dma_request, counted like a linked op); NULL when linked.
 via_graph BOOLEAN  Launched by a graph launch (one launch, many GPU ops).
 launch_candidates INTEGER  Runtime calls in the trace with this correlation (more than 1: the one that began last before the GPU op was chosen).
 cpu_op_id BIGINT <ref:cpu_slices.id>  Innermost cpu_op enclosing the launch (cpu_slices.id).
@@ -541,7 +559,7 @@ rule_order INTEGER  That row's rule_order.
         "view",
         "base",
         "GPU ops (kernels, memcpys, memsets) straight from events, with whether a runtime call of the same "
-        "correlation is in the trace: the rows of gpu_ops and its orphan flag (negated), there from the load "
+        "correlation is in the trace: the rows of gpu_ops and its orphan_cause, there from the load "
         "on, before the linked model is built. gpu_timeline and top_kernels read it.",
         _cols("""
 id BIGINT <unique not_null>  events.id (= gpu_ops.id).
@@ -554,7 +572,8 @@ ts_ns BIGINT  Start on the GPU, ns.
 dur_ns BIGINT  Duration on the GPU, ns.
 end_ns BIGINT  End, ns.
 correlation BIGINT  args.correlation.
-linked BOOLEAN  A runtime/driver call of the trace has this correlation (= NOT gpu_ops.orphan).
+linked BOOLEAN  A runtime/driver call of the trace has this correlation (gpu_ops.launch_id IS NOT NULL).
+orphan_cause VARCHAR  gpu_ops.orphan_cause: launched_before_trace, no_correlation, or NULL when linked.
 """),
     ),
     Table(

@@ -10,7 +10,7 @@
 -- tflops_per_s divides them by the kernel-level time. By default calls made only of
 -- orphan GPU ops (launched before the trace began) are left out.
 --
--- @param include_orphans BOOLEAN = false   Also list calls whose GPU ops all lack a launch in the trace.
+-- @param include_orphans BOOLEAN = false   Also list calls whose GPU ops were all launched before the trace began.
 -- @column trace VARCHAR               Trace label.
 -- @column call_id BIGINT              Call id (the range's or op's cpu_slices.id, or the kernel's gpu_ops.id).
 -- @column impl VARCHAR                naive, math, efficient, flash, cudnn, flex, paged, ... or unknown.

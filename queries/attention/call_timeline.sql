@@ -12,7 +12,7 @@
 -- step) by their start, from 1, so call_in_step = 1 picks one call per step.
 -- By default calls made only of orphan GPU ops are left out.
 --
--- @param include_orphans BOOLEAN = false   Also list calls whose GPU ops all lack a launch in the trace.
+-- @param include_orphans BOOLEAN = false   Also list calls whose GPU ops were all launched before the trace began.
 -- @column trace VARCHAR            Trace label.
 -- @column call_id BIGINT           Attention call (attention_calls.call_id).
 -- @column impl VARCHAR             The call's implementation (naive, math, flash, ...).

@@ -6,7 +6,7 @@
 -- kernel name) or none (stage other). By default GPU ops with no launch in the
 -- trace (orphans) are left out.
 --
--- @param include_orphans BOOLEAN = false   Also list GPU ops with no launch in the trace.
+-- @param include_orphans BOOLEAN = false   Also list GPU ops launched before the trace began.
 -- @param attention_only BOOLEAN = false    Only GPU ops of a stage other than "other".
 -- @column trace VARCHAR              Trace label.
 -- @column gpu_op_id BIGINT           gpu_ops.id.

@@ -9,7 +9,7 @@
 -- the attribution can be checked. By default GPU ops with no launch in the trace
 -- (orphans) are left out.
 --
--- @param include_orphans BOOLEAN = false   Also count GPU ops with no launch in the trace.
+-- @param include_orphans BOOLEAN = false   Also count GPU ops launched before the trace began.
 -- @column trace VARCHAR                  Trace label.
 -- @column stage VARCHAR                  Attention stage (see docs/attribution.md).
 -- @column gpu_ops BIGINT                 GPU ops of this stage.

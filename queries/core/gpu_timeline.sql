@@ -3,23 +3,26 @@
 -- busy_ns is the union of GPU op intervals (kernels, memcpys, memsets) over
 -- all streams and devices of the trace, so overlapping streams are not
 -- double-counted; span_ns runs from the first GPU op's start to the last
--- one's end; idle_ns = span_ns - busy_ns. By default only GPU ops whose
--- launch is in the trace count (orphans were queued before profiling began
--- and sit at the edge of the window); include_orphans=true counts all.
+-- one's end; idle_ns = span_ns - busy_ns. By default GPU ops launched before
+-- the trace began (orphans: a correlation id whose launch is not in the
+-- trace; they sit at the edge of the window) are left out, and GPU ops that
+-- carry no correlation id at all (device-side work such as MTIA DMA) count;
+-- include_orphans=true counts all.
 --
--- @param include_orphans BOOLEAN = false   Also count GPU ops with no launch in the trace.
+-- @param include_orphans BOOLEAN = false   Also count GPU ops launched before the trace began.
 -- @column trace VARCHAR            Trace label.
--- @column gpu_ops BIGINT           GPU ops in the trace (linked and orphan).
+-- @column gpu_ops BIGINT           GPU ops in the trace (linked and not).
 -- @column linked_gpu_ops BIGINT    GPU ops whose launching runtime call is in the trace.
--- @column orphan_gpu_ops BIGINT    GPU ops with no launch in the trace.
--- @column counted_gpu_ops BIGINT   GPU ops counted in busy/span (linked, or all with include_orphans).
+-- @column orphan_gpu_ops BIGINT    GPU ops launched before the trace began (a correlation id, no launch in the trace).
+-- @column counted_gpu_ops BIGINT   GPU ops counted in busy/span (all but orphans; all with include_orphans).
 -- @column busy_ns BIGINT           Union of counted GPU op intervals, nanoseconds.
 -- @column span_ns BIGINT           First counted GPU op start to last end, nanoseconds.
 -- @column idle_ns BIGINT           span_ns - busy_ns, nanoseconds.
 -- @column busy_pct DOUBLE          100 * busy_ns / span_ns.
 WITH g AS MATERIALIZED (
     -- gpu_op_events: the rows of gpu_ops, linked or not, without the link step.
-    SELECT trace_id, ts_ns, end_ns, NOT linked AS orphan FROM gpu_op_events
+    SELECT trace_id, ts_ns, end_ns, linked, coalesce(orphan_cause = 'launched_before_trace', false) AS orphan
+    FROM gpu_op_events
 ),
 counted AS (
     SELECT trace_id AS grp, ts_ns, end_ns
@@ -30,7 +33,7 @@ busy AS (
     SELECT grp AS trace_id, busy_ns, first_ns, last_ns FROM busy_union(counted)
 ),
 counts AS (
-    SELECT trace_id, count(*) AS gpu_ops, count(*) FILTER (WHERE NOT orphan) AS linked_gpu_ops,
+    SELECT trace_id, count(*) AS gpu_ops, count(*) FILTER (WHERE linked) AS linked_gpu_ops,
            count(*) FILTER (WHERE orphan) AS orphan_gpu_ops,
            count(*) FILTER (WHERE $include_orphans OR NOT orphan) AS counted_gpu_ops
     FROM g GROUP BY trace_id

@@ -5,7 +5,7 @@
 -- duration of all counted GPU ops in its trace (a sum of durations, so
 -- overlapping streams can add up to more than the busy time).
 --
--- @param include_orphans BOOLEAN = false   Also count GPU ops with no launch in the trace.
+-- @param include_orphans BOOLEAN = false   Also count GPU ops launched before the trace began.
 -- @param limit BIGINT = 50                  Rows per trace (0 for all).
 -- @column trace VARCHAR      Trace label.
 -- @column kind VARCHAR       kernel, memcpy or memset.
@@ -20,7 +20,7 @@ WITH per_name AS (
     SELECT trace_id, kind, name, count(*) AS count, sum(dur_ns)::BIGINT AS total_ns,
            avg(dur_ns) AS avg_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
     FROM gpu_op_events
-    WHERE $include_orphans OR linked
+    WHERE $include_orphans OR orphan_cause IS DISTINCT FROM 'launched_before_trace'
     GROUP BY trace_id, kind, name
 ),
 ranked AS (

@@ -12,7 +12,7 @@
 -- first and so win. By default kernels with no launch in the trace (orphans)
 -- are left out.
 --
--- @param include_orphans BOOLEAN = false   Also count kernels with no launch in the trace.
+-- @param include_orphans BOOLEAN = false   Also count kernels launched before the trace began.
 -- @column trace VARCHAR        Trace label.
 -- @column name VARCHAR         Kernel name as written.
 -- @column precision VARCHAR    tensor_core, fp32_simt or other.

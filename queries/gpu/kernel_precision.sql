@@ -13,7 +13,7 @@
 -- out. share_pct divides summed durations, so overlapping streams can add
 -- up to more than the busy time.
 --
--- @param include_orphans BOOLEAN = false   Also count kernels with no launch in the trace.
+-- @param include_orphans BOOLEAN = false   Also count kernels launched before the trace began.
 -- @column trace VARCHAR          Trace label.
 -- @column precision VARCHAR      tensor_core, fp32_simt or other.
 -- @column gpu_ops BIGINT         Kernels of this class.

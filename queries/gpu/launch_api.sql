@@ -8,11 +8,11 @@
 -- op (a memset call that launched nothing is not one); a graph launch is one
 -- launch of many GPU ops (ops_per_launch). cpu_ns sums the calls' own CPU
 -- durations, gpu_ns the durations of the GPU ops they launched. GPU ops
--- whose launch is not in the trace (orphans) are left out by default; with
--- include_orphans=true they form one row with api '(no launch in trace)', 0
--- launches and NULL CPU time.
+-- with no launch in the trace form one row with api '(no launch in trace)',
+-- 0 launches and NULL CPU time: those without a correlation id always,
+-- orphans (launched before the trace began) only with include_orphans=true.
 --
--- @param include_orphans BOOLEAN = false   Add a row for GPU ops with no launch in the trace.
+-- @param include_orphans BOOLEAN = false   Add a row for GPU ops launched before the trace began.
 -- @column trace VARCHAR           Trace label.
 -- @column api VARCHAR             Launch API as written, or '(no launch in trace)' for orphans.
 -- @column launches BIGINT         Calls of this API that launched at least one GPU op.

@@ -46,7 +46,7 @@
 -- properties. By default kernels with no launch in the trace (orphans) are
 -- left out.
 --
--- @param include_orphans BOOLEAN = false   Also count kernels with no launch in the trace.
+-- @param include_orphans BOOLEAN = false   Also count kernels launched before the trace began.
 -- @column trace VARCHAR                       Trace label.
 -- @column name VARCHAR                        Kernel name as written.
 -- @column device INTEGER                      GPU index of the kernels (gpu_ops.device).

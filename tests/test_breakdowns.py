@@ -1,0 +1,244 @@
+"""The breakdown.* queries: against the peers' published outputs and synthetic traces whose truth is known.
+
+Synthetic traces here are laid out by hand so every figure is a sum of a few
+interval lengths written in the test (truth by construction). The peers'
+outputs are the TraceLens reports shipped next to the shared traces
+(``tracelens/*.expected/``).
+"""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from synthetic import TraceBuilder
+
+import tracekit
+
+BERT = ["h100_bert-small_sdpa-flash", "mi300_bert-small_sdpa-flash"]
+# TraceLens's gpu_timeline.csv row -> gpu_breakdown category.
+TIMELINE = {
+    "computation_time": "computation",
+    "total_comm_time": "communication",
+    "total_memcpy_time": "memcpy",
+    "exposed_comm_time": "exposed_communication",
+    "exposed_memcpy_time": "exposed_memcpy",
+    "busy_time": "busy",
+    "idle_time": "idle",
+    "total_time": "total",
+}
+
+
+def _no_correlation(b: TraceBuilder, ev: dict) -> None:
+    """Strip the correlation id (and its flow end) from a GPU op, as MTIA writes dma_request events."""
+    corr = ev["args"].pop("correlation")
+    b.events[:] = [e for e in b.events if not (e.get("cat") == "ac2g" and e.get("id") == corr)]
+
+
+def mixed_trace(tmp_path):
+    """One device: computation, NCCL, a memcpy, a memset, a no-correlation DMA kernel and an orphan.
+
+    Times are ns from the origin. Stream 7: kernel A [0, 100k), kernel B [280k, 320k),
+    memset S [400k, 410k); stream 20: NCCL kernel C [50k, 250k); stream 21: memcpy
+    M [200k, 300k); dma_request D [500k, 510k) with no correlation; orphan kernel O
+    [-50k, -10k) whose launch predates the trace.
+    """
+    b = TraceBuilder()
+    op = b.cpu_op("aten::mm", -200_000, 150_000)
+    for i, (api, t) in enumerate([("cudaLaunchKernel", -190_000), ("cudaLaunchKernel", -180_000)]):
+        corr = b.launch(api, t, 5_000, external_id=op)
+        if i == 0:
+            b.kernel("ampere_bf16_gemm_A", 0, 100_000, corr, external_id=op)
+        else:
+            b.kernel("ampere_bf16_gemm_B", 280_000, 40_000, corr, external_id=op)
+    corr = b.launch("cudaLaunchKernel", -170_000, 5_000)
+    b.kernel(
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 50_000, 200_000, corr, stream=20
+    )
+    corr = b.launch("cudaMemcpyAsync", -160_000, 5_000)
+    b.memcpy("Memcpy DtoD (Device -> Device)", 200_000, 100_000, corr, bytes=1 << 20, stream=21)
+    corr = b.launch("cudaMemsetAsync", -150_000, 5_000)
+    b.memset(400_000, 10_000, corr, bytes=4096)
+    _no_correlation(b, b.kernel("dma_request", 500_000, 10_000, 0))
+    b.orphan_kernel("ampere_bf16_gemm_O", -50_000, 40_000)
+    b.finish()
+    path = tmp_path / "mixed.json.gz"
+    b.write(path)
+    return tracekit.load(path)
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    return mixed_trace(tmp_path_factory.mktemp("mixed"))
+
+
+def _breakdown(trace, **params) -> dict:
+    df = trace.query("gpu_breakdown", **params)
+    return {r["category"]: r["time_ns"] for r in df.iter_rows(named=True)}
+
+
+def test_gpu_breakdown_by_construction(mixed):
+    got = _breakdown(mixed)
+    # computation: A + B + S + D (the no-correlation op counts); communication: C;
+    # exposed communication: C less A = [100k, 250k); exposed memcpy: M less C and B = [250k, 280k);
+    # busy: [0, 320k) + S + D; total: 0 to D's end.
+    assert got == {
+        "computation": 100_000 + 40_000 + 10_000 + 10_000,
+        "communication": 200_000,
+        "memcpy": 100_000,
+        "exposed_communication": 150_000,
+        "exposed_memcpy": 30_000,
+        "busy": 340_000,
+        "idle": 510_000 - 340_000,
+        "total": 510_000,
+    }
+    assert got["computation"] + got["exposed_communication"] + got["exposed_memcpy"] + got["idle"] == got["total"]
+
+
+def test_gpu_breakdown_include_orphans_adds_the_orphan(mixed):
+    got = _breakdown(mixed, include_orphans=True)
+    assert got["computation"] == 160_000 + 40_000
+    assert got["busy"] == 340_000 + 40_000
+    assert got["total"] == 510_000 + 50_000
+
+
+def test_comm_overlap_by_construction(mixed):
+    (row,) = mixed.query("comm_overlap").iter_rows(named=True)
+    # Only kernels compute here (not the memset, not the DMA op): C overlaps A on [50k, 100k).
+    assert (row["comm_ns"], row["overlapped_ns"], row["overlap_pct"]) == (200_000, 50_000, 25.0)
+
+
+def test_orphan_causes_tell_before_trace_from_no_correlation(mixed):
+    rows = mixed.rows("SELECT name, orphan, orphan_cause FROM gpu_ops WHERE launch_id IS NULL ORDER BY name")
+    assert rows == [("ampere_bf16_gemm_O", True, "launched_before_trace"), ("dma_request", False, "no_correlation")]
+    timeline = mixed.query("gpu_timeline").row(0, named=True)
+    assert (timeline["orphan_gpu_ops"], timeline["counted_gpu_ops"], timeline["busy_ns"]) == (1, 6, 340_000)
+
+
+@pytest.mark.parametrize("name", BERT)
+def test_gpu_breakdown_equals_tracelens(name, shared_dir):
+    expected_dir = shared_dir / "tracelens" / f"{name}.expected"
+    with open(expected_dir / "gpu_timeline.csv", newline="") as fh:
+        expected = {TIMELINE[r["type"]]: float(r["time ms"]) * 1e6 for r in csv.DictReader(fh)}
+    got = _breakdown(tracekit.load(shared_dir / "tracelens" / f"{name}.json.gz"))
+    assert set(got) == set(expected)
+    for category, ns in expected.items():
+        assert abs(got[category] - ns) < 10, (category, got[category], ns)
+
+
+def test_commands_say_which_gpu_ops_they_leave_out(tmp_path):
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    b = TraceBuilder()
+    corr = b.launch("cudaLaunchKernel", 0, 5_000)
+    b.kernel("k_linked", 10_000, 2_000, corr)
+    b.orphan_kernel("k_orphan", -20_000, 1_500)
+    b.finish()
+    path = tmp_path / "t.json.gz"
+    b.write(path)
+    note = "Note: 1 GPU op(s) (0.002 ms) launched before the trace began are left out; -p include_orphans=true counts them."
+    result = CliRunner().invoke(cli, ["query", "gpu_breakdown", str(path), "-f", "csv"])
+    assert result.exit_code == 0 and result.stderr.strip() == note
+    assert "k_orphan" not in result.stdout
+    result = CliRunner().invoke(cli, ["query", "gpu_breakdown", str(path), "-f", "csv", "-p", "include_orphans=true"])
+    assert result.exit_code == 0 and result.stderr == ""
+
+
+@pytest.mark.parametrize("name", BERT)
+def test_gemm_calls_equal_tracelens_gemm_sheet(name, shared_dir):
+    with open(shared_dir / "tracelens" / f"{name}.expected" / "GEMM.csv", newline="", encoding="utf-8") as fh:
+        sheet = list(csv.DictReader(fh))
+    got = {
+        (r["op"], r["m"], r["n"], r["k"]): r
+        for r in tracekit.load(shared_dir / "tracelens" / f"{name}.json.gz").query("gemm_calls").iter_rows(named=True)
+    }
+    assert len(got) == len(sheet)
+    for row in sheet:
+        mine = got[(row["name"], int(row["param: M"]), int(row["param: N"]), int(row["param: K"]))]
+        assert mine["batch"] == int(row["param: B"])
+        assert mine["calls"] == int(row["name_count"])
+        # TraceLens writes GFLOPs and MiB as floats: the exact integers round-trip.
+        assert mine["flops_per_call"] == round(float(row["GFLOPS_first"]) * 1e9)
+        assert mine["bytes_per_call"] == round(float(row["Data Moved (MB)_first"]) * (1 << 20))
+        assert abs(mine["kernel_ns"] - float(row["Kernel Time (µs)_sum"]) * 1e3) < 10
+
+
+def test_gemm_calls_by_construction(tmp_path):
+    """A linear over an addmm (counted once, as the addmm), a bmm, and the roofline of an A100."""
+    b = TraceBuilder()
+    bf = "c10::BFloat16"
+    lin = b.cpu_op("aten::linear", 0, 50_000, args={"Input Dims": [[4, 8, 64], [32, 64], [32]]})
+    add = b.cpu_op(
+        "aten::addmm",
+        1_000,
+        40_000,
+        args={"Input Dims": [[32], [32, 64], [64, 32], [], []], "Input type": ["", bf, bf]},
+    )
+    corr = b.launch("cudaLaunchKernel", 2_000, 3_000, external_id=add)
+    b.kernel("ampere_bf16_s16816gemm", 10_000, 4_000, corr, external_id=add)
+    del lin
+    bmm = b.cpu_op("aten::bmm", 60_000, 20_000, args={"Input Dims": [[3, 16, 8], [3, 8, 4]], "Input type": [bf, bf]})
+    corr = b.launch("cudaLaunchKernel", 61_000, 3_000, external_id=bmm)
+    b.kernel("ampere_bf16_s16816gemm_batched", 70_000, 2_000, corr, external_id=bmm)
+    b.finish()
+    path = tmp_path / "gemm.json.gz"
+    b.write(path)
+    rows = {r["op"]: r for r in tracekit.load(path).query("gemm_calls").iter_rows(named=True)}
+    assert set(rows) == {"aten::addmm", "aten::bmm"}
+    mm = rows["aten::addmm"]
+    assert (mm["batch"], mm["m"], mm["n"], mm["k"], mm["calls"], mm["kernel_ns"]) == (1, 32, 32, 64, 1, 4_000)
+    assert mm["flops_per_call"] == 2 * 32 * 32 * 64 + 32 * 32
+    assert mm["bytes_per_call"] == 2 * (32 * 64 + 64 * 32 + 32 * 32 + 32)
+    assert mm["tflops_per_s"] == pytest.approx(mm["flops_per_call"] / 4_000 / 1e3)
+    bm = rows["aten::bmm"]
+    assert (bm["batch"], bm["m"], bm["n"], bm["k"]) == (3, 16, 4, 8)
+    assert bm["flops_per_call"] == 3 * 2 * 16 * 4 * 8
+    assert bm["bytes_per_call"] == 3 * 2 * (16 * 8 + 8 * 4 + 16 * 4)
+    # The builder's device is an A100-SXM4-80GB: bf16 312 TFLOP/s, 2.039 TB/s; these tiny GEMMs are memory-bound.
+    assert (mm["roofline_device"], mm["peak_tflops"], mm["peak_tbps"], mm["bound"]) == (
+        "A100 80GB",
+        312,
+        2.039,
+        "memory",
+    )
+    intensity = mm["flops_per_call"] / mm["bytes_per_call"]
+    assert mm["roofline_pct"] == pytest.approx(100 * mm["tflops_per_s"] / (intensity * 2.039))
+
+
+def test_idle_launch_and_queue_by_construction(tmp_path):
+    """Stream 7: four kernels whose gaps are host wait, kernel wait and other, one each."""
+    b = TraceBuilder()
+    # (launch start, kernel start, kernel end), ns
+    layout = [(-5_000, 0, 10_000), (20_000, 25_000, 30_000), (21_000, 30_020, 31_000), (22_000, 70_000, 71_000)]
+    for i, (launch, start, end) in enumerate(layout):
+        corr = b.launch("cudaLaunchKernel", launch, 500)
+        b.kernel(f"k{i}", start, end - start, corr)
+    b.finish()
+    path = tmp_path / "idle.json.gz"
+    b.write(path)
+    trace = tracekit.load(path)
+    (idle,) = trace.query("idle_breakdown").iter_rows(named=True)
+    # k1 launched at 20k after k0 ended at 10k: host wait 15k; k2's 20 ns gap: kernel wait (under
+    # 30 us, HTA's default); k3 launched before k2 ended, 39 us gap: other.
+    assert (idle["idle_ns"], idle["host_wait_ns"], idle["kernel_wait_ns"], idle["other_ns"]) == (
+        15_000 + 20 + 39_000,
+        15_000,
+        20,
+        39_000,
+    )
+    (strict,) = trace.query("idle_breakdown", consecutive_kernel_delay_ns=10).iter_rows(named=True)
+    assert (strict["kernel_wait_ns"], strict["other_ns"]) == (0, 39_020)
+    (delay,) = trace.query("launch_delay").iter_rows(named=True)
+    assert (delay["gpu_ops"], delay["delay_ns_max"], delay["delay_ns_avg"]) == (
+        4,
+        48_000,
+        (5_000 + 5_000 + 9_020 + 48_000) / 4,
+    )
+    assert delay["launch_bound_ops"] == 0
+    (queue,) = trace.query("queue_length").iter_rows(named=True)
+    # Values after each step: 1 0 1 2 3 2 1 0, lasting 15k 10k 1k 1k 8k 1k 40k.
+    assert (queue["steps"], queue["min"], queue["max"], queue["mean"]) == (8, 0, 3, 10 / 8)
+    assert queue["mean_weighted"] == pytest.approx(84_000 / 76_000)
+    assert queue["blocked_ns"] == 0
