@@ -138,7 +138,7 @@ def test_commands_say_which_gpu_ops_they_leave_out(tmp_path):
     b.finish()
     path = tmp_path / "t.json.gz"
     b.write(path)
-    note = "Note: 1 GPU op(s) (0.002 ms) launched before the trace began are left out; -p include_orphans=true counts them."
+    note = "Note: left out 1 GPU op(s) launched before the trace (0.002 ms); -p include_orphans=true counts them."
     result = CliRunner().invoke(cli, ["query", "gpu_breakdown", str(path), "-f", "csv"])
     assert result.exit_code == 0 and result.stderr.strip() == note
     assert "k_orphan" not in result.stdout

@@ -119,13 +119,13 @@ def test_diff_by_kernel_never_shows_one_name_as_added_and_removed():
         cli, ["diff", str(SAMPLES / "naive.json.gz"), str(SAMPLES / "math.json.gz"), "--by", "kernel"]
     )
     assert res.exit_code == 0, res.output
-    out = lines(res.output)
+    out = lines(res.stdout)  # notes (left-out orphans) go to stderr
     assert max(map(len, out)) <= 100
     body = out[2:-1]
     csv_rows = CliRunner().invoke(
         cli, ["diff", str(SAMPLES / "naive.json.gz"), str(SAMPLES / "math.json.gz"), "--by", "kernel", "-f", "csv"]
     )
-    assert len(body) == len(csv_rows.output.splitlines()) - 1 == 21
+    assert len(body) == len(csv_rows.stdout.splitlines()) - 1 == 21
     shown = {}
     for row in body:
         name, change = row[:24].strip(), row[24:].split()[0]

@@ -62,8 +62,7 @@ def orphan_note(orphans: tuple[int, int], how: str) -> None:
     count, ns = orphans
     if count:
         click.echo(
-            f"Note: {count:,} GPU op(s) ({ns / 1e6:,.3f} ms) launched before the trace began are left out; "
-            f"{how} counts them.",
+            f"Note: left out {count:,} GPU op(s) launched before the trace ({ns / 1e6:,.3f} ms); {how} counts them.",
             err=True,
         )
 
