@@ -28,7 +28,7 @@ class UnavailableError(CaptureError):
 
 
 _INSTALL_HINTS = {
-    "torch": "pip install torch (or pip install 'tracekit[capture]')",
+    "torch": "pip install torch (or pip install 'tracekit-attn[capture]')",
     "transformers": "pip install transformers",
 }
 

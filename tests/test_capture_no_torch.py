@@ -43,7 +43,7 @@ def test_command_without_torch_is_one_line_error():
     assert proc.returncode == 1
     assert proc.stdout == ""
     assert proc.stderr == (
-        "Error: torch is not installed; capture needs it: pip install torch (or pip install 'tracekit[capture]')\n"
+        "Error: torch is not installed; capture needs it: pip install torch (or pip install 'tracekit-attn[capture]')\n"
     )
 
 

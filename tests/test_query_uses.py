@@ -29,7 +29,7 @@ def test_a_query_uses_another_and_inherits_its_parameters(tmp_path):
     assert set(q.params) == {"include_orphans"}  # from attention_calls
     assert q.sql.startswith('WITH "attention_calls" AS (')
     with tracekit.load(SAMPLE) as trace:
-        got = trace.query("calls_per_impl", [tmp_path]).rows()
+        got = trace.query("calls_per_impl", query_dirs=[tmp_path]).rows()
         direct = trace.query("attention_calls")
         assert got == [("naive", "naive", direct.height)]
         assert direct.height > 0

@@ -1,14 +1,15 @@
 """tracekit: static analysis of PyTorch profiler (Kineto / Chrome-JSON) traces.
 
 ``tracekit.load(paths)`` reads traces into a DuckDB database and returns a
-``Trace``; ``Trace.sql(...)`` answers with a polars DataFrame. The analyzer's
+``Trace``; ``Trace.sql(...)`` and ``Trace.query(...)`` answer with a ``Result``
+(``.pl()``, ``.arrow()``, ``.df()``, ``.fetchall()``). The analyzer's
 dependencies are imported lazily so that ``tracekit.capture`` (which needs
 only torch) works on machines without them.
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "open", "Trace", "TracekitError", "__version__"]
+__all__ = ["load", "open", "Trace", "Result", "TracekitError", "__version__"]
 
 
 def __getattr__(name):
@@ -16,6 +17,10 @@ def __getattr__(name):
         from . import api
 
         return getattr(api, name)
+    if name == "Result":
+        from .result import Result
+
+        return Result
     if name == "TracekitError":
         from .errors import TracekitError
 

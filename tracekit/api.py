@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,19 +12,12 @@ import duckdb
 
 from . import database, model, queries
 from .errors import QueryError, TraceFormatError
+from .result import Result
 from .schema import TABLES
 from .sources import discover
 
 if TYPE_CHECKING:
-    import polars
     import pyarrow as pa
-
-
-def _polars():
-    # Imported on first use: the CLI renders Arrow tables and starts faster without it.
-    import polars
-
-    return polars
 
 
 # Tables and views the linked model creates.
@@ -74,7 +67,9 @@ class Trace:
     """Loaded traces: a DuckDB connection over the tracekit schema.
 
     ``con`` is the DuckDB connection for power users (with the linked
-    tables built); ``sql`` and ``query`` return polars DataFrames.
+    tables built); ``sql`` and ``query`` return a ``Result`` (``.pl()``,
+    ``.arrow()``, ``.df()``, ``.fetchall()``; it also answers as the polars
+    DataFrame).
 
     A database fresh from ``load`` holds the events and base tables; the
     linked model is built the first time a query names one of its tables
@@ -154,30 +149,33 @@ class Trace:
         """Close the database connection."""
         self._con.close()
 
-    def arrow(self, sql: str, params: dict | None = None) -> pa.Table:
-        """Run ``sql`` and return an Arrow table."""
+    def arrow(self, sql: str, params: Mapping[str, object] | None = None) -> pa.Table:
+        """Run ``sql`` and return an Arrow table (``sql(...).arrow()`` without the wrapper)."""
         try:
-            return self._for(sql).sql(sql, params=params or None).to_arrow_table()
+            return self._for(sql).sql(sql, params=dict(params) if params else None).to_arrow_table()
         except duckdb.Error as exc:
             raise QueryError(str(exc).strip()) from None
 
-    def rows(self, sql: str, params: dict | None = None) -> list[tuple]:
+    def rows(self, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
         """Run ``sql`` and return its rows as tuples (no Arrow, no polars)."""
         try:
-            return self._for(sql).execute(sql, params or None).fetchall()
+            return self._for(sql).execute(sql, dict(params) if params else None).fetchall()
         except duckdb.Error as exc:
             raise QueryError(str(exc).strip()) from None
 
-    def sql(self, sql: str, params: dict | None = None) -> polars.DataFrame:
-        """Run ``sql`` and return a polars DataFrame."""
-        return _polars().from_arrow(self.arrow(sql, params))
+    def sql(self, sql: str, params: Mapping[str, object] | None = None) -> Result:
+        """Run ``sql`` (``$name`` parameters from ``params``) and return a ``Result``."""
+        return Result(self.arrow(sql, params))
 
-    def query(self, name: str, query_dirs=(), **params) -> polars.DataFrame:
-        """Run a named query (see ``tracekit queries``) with checked parameters."""
-        return _polars().from_arrow(self.query_arrow(name, params, query_dirs))
+    def query(self, name: str, params: Mapping[str, object] | None = None, /, *, query_dirs=(), **kw: object) -> Result:
+        """Run a named query (see ``tracekit queries``) with checked parameters, given as a
+        mapping, as keywords, or both: ``query("top_kernels", {"limit": 5})`` is
+        ``query("top_kernels", limit=5)``. Returns a ``Result``."""
+        q = queries.find(name, query_dirs)
+        return Result(self.query_arrow(q.id, {**(params or {}), **kw}, query_dirs), q.id)
 
-    def query_arrow(self, name: str, params: dict | None = None, query_dirs=()) -> pa.Table:
-        """Run a named query and return an Arrow table."""
+    def query_arrow(self, name: str, params: Mapping[str, object] | None = None, query_dirs=()) -> pa.Table:
+        """Run a named query and return an Arrow table (``query(...).arrow()`` without the wrapper)."""
         q = queries.find(name, query_dirs)
         bound = q.bind(params or {})
         try:

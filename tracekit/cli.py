@@ -77,6 +77,8 @@ def open_source(source: str, cache: bool = True, quiet: bool = False, link: bool
     ``link``: the command reads the linked model, so a raw trace not yet
     cached is loaded and linked in one pass (one write of the database).
     """
+    if source == "-":
+        return _from_stdin(link)
     progress = console.Progress(not quiet)
     try:
         # A database links on first use, if a query needs it; a raw trace not yet cached links as it loads.
@@ -86,6 +88,20 @@ def open_source(source: str, cache: bool = True, quiet: bool = False, link: bool
         progress.close()
     trace.on_link = console.LinkNotice(not quiet, source)
     return trace
+
+
+def _from_stdin(link: bool) -> api.Trace:
+    """SOURCE ``-``: one trace (JSON, gzipped or not) read from standard input, loaded in memory."""
+    import tempfile
+
+    data = sys.stdin.buffer.read()
+    if not data.strip():
+        raise TracekitError("-: standard input is empty (pipe a trace: zcat t.json.gz | tracekit stages -)")
+    name = "stdin.json.gz" if data[:2] == b"\x1f\x8b" else "stdin.json"
+    with tempfile.TemporaryDirectory(prefix="tracekit-stdin-") as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(data)
+        return api.load([path], cache=False, warn=console.warn, link=link)
 
 
 def _params(pairs) -> dict[str, str]:
@@ -126,8 +142,8 @@ def cli(debug):
     """Analyze PyTorch profiler (Kineto / Chrome-JSON) traces with SQL.
 
     SOURCE arguments take a .duckdb written by 'tracekit load' or a raw trace
-    (.json, .json.gz, or a directory of them); raw traces are loaded once and
-    cached (see 'tracekit load --help').
+    (.json, .json.gz, or a directory of them; '-': one trace on standard
+    input); raw traces are loaded once and cached (see 'tracekit load --help').
 
     \b
     Example:
@@ -290,14 +306,14 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
 @click.option(
     "--html",
     "html_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the report as one self-contained HTML page with plots (opens offline).",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Also write the report as one self-contained HTML page with plots (opens offline); '-': stdout.",
 )
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write every number of the report as JSON.",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Also write every number of the report as JSON; '-': stdout.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress; no terminal report when writing --html or --json.")
 @rules_opt
@@ -322,6 +338,8 @@ def report_cmd(sources, html_path, json_path, quiet, rule_dirs, no_cache):
 
     from . import report
 
+    if render.is_stdout(html_path) and render.is_stdout(json_path):
+        raise click.UsageError("only one of --html and --json can be '-' (stdout)")
     traces = []
     progress = console.Steps(not quiet, "report")
     try:
@@ -332,13 +350,17 @@ def report_cmd(sources, html_path, json_path, quiet, rule_dirs, no_cache):
         progress.close()
         for t in traces:
             t.close()
+    to_stdout = False
     for path, text in ((html_path, rep.to_html), (json_path, rep.to_json)):
-        if path is not None:
+        if render.is_stdout(path):
+            sys.stdout.write(text())
+            to_stdout = True
+        elif path is not None:
             path.write_text(text(), encoding="utf-8")
             if not quiet:
                 click.echo(f"wrote {path}", err=True)
-    if not quiet or not (html_path or json_path):
-        rep.print(Console(highlight=False))
+    if not to_stdout and (not quiet or not (html_path or json_path)):
+        rep.print(Console(highlight=False), html_hint=html_path is None)
 
 
 @cli.command("diff", context_settings=CONTEXT)
@@ -378,7 +400,7 @@ def diff_cmd(a, b, by, per_call, include_orphans, rule_dirs, no_cache):
             by=by,
             per_call=per_call,
             include_orphans=include_orphans,
-        )
+        ).arrow()
         if not include_orphans:
             for t in (ta, tb):
                 console.orphan_note(t.orphans(), "--include-orphans")

@@ -14,10 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
 from .errors import TracekitError
+from .result import Result
 
 if TYPE_CHECKING:
     from .api import Trace
@@ -62,7 +60,7 @@ def totals(side: Side, by: str, include_orphans: bool = False) -> tuple[dict[str
     return out, calls
 
 
-def compare(a, b, by: str = "stage", per_call: bool = False, include_orphans: bool = False) -> pa.Table:
+def compare(a, b, by: str = "stage", per_call: bool = False, include_orphans: bool = False) -> Result:
     """Compare side ``a`` (the baseline) with side ``b``: one row per stage or kernel name.
 
     ``a`` and ``b`` are ``Trace`` objects or ``Side`` (a Trace and the trace
@@ -71,7 +69,7 @@ def compare(a, b, by: str = "stage", per_call: bool = False, include_orphans: bo
     ``delta_ns`` (b - a), ``delta_pct`` (relative to a) and ``ratio`` (b / a);
     with ``per_call`` the counts and times are per attention call of each side
     (columns ``*_per_call``). Rows are sorted by impact: ``|delta_ns|``, largest
-    first, then by key.
+    first, then by key. Returns a ``Result`` (``.arrow()``, ``.pl()``, ``.df()``).
     """
     a, b = _side(a), _side(b)
     ta, calls_a = totals(a, by, include_orphans)
@@ -126,4 +124,4 @@ def compare(a, b, by: str = "stage", per_call: bool = False, include_orphans: bo
             ("ratio", pa.float64()),
         ]
     )
-    return pa.Table.from_pylist(rows, schema=schema)
+    return Result(pa.Table.from_pylist(rows, schema=schema), f"diff by {by}")

@@ -12,6 +12,7 @@ saying how many more there are. csv, json, ndjson and parquet keep the raw value
 
 from __future__ import annotations
 
+import decimal
 import io
 import json
 import math
@@ -51,6 +52,8 @@ class Column:
             return "true" if value else "false"
         if isinstance(value, (list, dict)):
             return json.dumps(_plain(value), separators=(",", ":"))
+        if isinstance(value, decimal.Decimal):  # sum() of BIGINT is HUGEINT / DECIMAL in DuckDB
+            value = int(value) if value == value.to_integral_value() else float(value)
         if self.kind == "time":
             return f"{value / self.scale:,.1f}" if self.scale == 1e3 else f"{value / self.scale:,.3f}"
         if self.kind == "pct":

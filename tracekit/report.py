@@ -150,9 +150,18 @@ class Report:
         """One self-contained HTML page (inline CSS and SVG, no scripts)."""
         return report_render.html(self)
 
-    def print(self, console=None) -> None:
+    def _repr_html_(self) -> str:
+        """Jupyter: the HTML report in a frame (its styles stay inside)."""
+        from html import escape
+
+        return (
+            f'<iframe srcdoc="{escape(self.to_html(), quote=True)}" '
+            'style="width:100%;height:720px;border:1px solid #ddd"></iframe>'
+        )
+
+    def print(self, console=None, html_hint: bool = True) -> None:
         """Print to a rich console (default: stdout)."""
-        report_render.print_report(self, console)
+        report_render.print_report(self, console, html_hint=html_hint)
 
 
 def headline(trace: str, q: dict[str, list[dict]]) -> dict:
@@ -278,6 +287,14 @@ def _build(loaded, progress, version) -> Report:
                 )
             )
             sides.append(diff.Side(trace, [label], shown))
+    if len(per_source) == 1:  # one SOURCE of several traces: the naive variant, when present, is the baseline
+        naive = [i for i, t in enumerate(out) if t.label == "naive"] or [
+            i for i, t in enumerate(out) if t.headline.get("impl") == "naive"
+        ]
+        if naive and naive[0] > 0:
+            i = naive[0]
+            out.insert(0, out.pop(i))
+            sides.insert(0, sides.pop(i))
     first = out[0].headline["gpu_ns_per_call"] if out else None
     for t in out:
         own = t.headline["gpu_ns_per_call"]
@@ -290,7 +307,7 @@ def _build(loaded, progress, version) -> Report:
             "by": "stage",
             "per_call": per_call,
             "tables": {
-                t.label: records(diff.compare(sides[0], side, by="stage", per_call=per_call))
+                t.label: records(diff.compare(sides[0], side, by="stage", per_call=per_call).arrow())
                 for t, side in zip(out[1:], sides[1:])
             },
         }

@@ -48,7 +48,7 @@ def _hint(t: TraceReport, query: str) -> str:
 # ---- terminal ---------------------------------------------------------------
 
 
-def print_report(report: Report, console=None) -> None:
+def print_report(report: Report, console=None, html_hint: bool = True) -> None:
     """Print the report as rich tables, fitting the console's width."""
     from rich import box
     from rich.console import Console
@@ -93,7 +93,8 @@ def print_report(report: Report, console=None) -> None:
         console.print(Text(f"    rows: {_hint(t, f.query)}", style="dim"))
     if report.comparison:
         _print_comparison(report, console, Table, box, Text)
-    console.print(Text("Plots: tracekit report ... --html report.html", style="dim"))
+    if html_hint:
+        console.print(Text("Plots: tracekit report ... --html report.html", style="dim"))
 
 
 def _print_comparison(report, console, Table, box, Text) -> None:
