@@ -47,7 +47,7 @@ def _text(x, y, text, anchor="start", extra="") -> str:
 
 
 LABEL_CHARS = 36  # a row label longer than this is cut in the middle; its <title> holds it whole
-CHAR_PX = 6.6  # average glyph width at font-size 12
+CHAR_PX = 7.4  # widest average glyph width at font-size 12 (digits, capitals), so labels are never clipped
 
 
 def _margin(labels) -> int:
