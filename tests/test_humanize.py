@@ -52,6 +52,13 @@ def test_durations_get_one_unit_per_column_named_in_the_header():
     assert out[-1] == "(2 rows)"
 
 
+def test_sizes_get_a_unit_too():
+    t = pa.table({"size_bytes": [4_468_736, 1_000], "events_bytes": [512, 10]})
+    out = lines(humanize.table_text(t, wide=True))
+    assert out[0].split() == ["size_KB", "events_bytes"]
+    assert out[2].split() == ["4,468.7", "512"]
+
+
 def test_csv_keeps_the_raw_values(tmp_path):
     res = CliRunner().invoke(
         cli, ["query", "region_summary", str(SAMPLES / "inplace.json.gz"), "-p", "pattern=^attn_fwd$", "-f", "csv"]

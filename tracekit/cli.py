@@ -487,18 +487,73 @@ def capture(args):
         raise SystemExit(code)
 
 
-@cli.command(context_settings=CONTEXT)
-def cache():
-    """Show where raw traces are cached (delete the folder to clear it).
+@cli.group(context_settings=CONTEXT, invoke_without_command=True)
+@click.pass_context
+def cache(ctx):
+    """Where raw traces are cached, and its housekeeping (list, clear).
+
+    Raw traces given as SOURCE are loaded once into a database in
+    $TRACEKIT_CACHE_DIR (default ~/.cache/tracekit). The cache keeps at most
+    $TRACEKIT_CACHE_MAX (default 5GB; 0: no cap): past it, the least recently
+    used databases are deleted when a new one is written.
 
     \b
     Example:
       tracekit cache
+      tracekit cache list
+      tracekit cache clear --older-than 30
     """
-    d = database.cache_dir()
-    files = list(d.glob("*.duckdb")) if d.is_dir() else []
-    size = sum(f.stat().st_size for f in files)
-    click.echo(f"{d}: {len(files)} cached database(s), {size / 1e6:,.1f} MB")
+    if ctx.invoked_subcommand is None:
+        d = database.cache_dir()
+        entries = database.cache_entries()
+        size = sum(e["size_bytes"] for e in entries)
+        cap = database.cache_max()
+        limit = f" of at most {cap / 1e9:,.1f} GB" if cap else " (no cap)"
+        click.echo(f"{d}: {len(entries)} cached database(s), {size / 1e6:,.1f} MB{limit}")
+
+
+@cache.command("list", context_settings=CONTEXT)
+@output_options
+def cache_list():
+    """List the cached databases: file, size, last use and the traces each holds.
+
+    \b
+    Example:
+      tracekit cache list
+    """
+    import datetime
+
+    import pyarrow as pa
+
+    rows = [
+        {
+            "file": e["file"],
+            "size_bytes": e["size_bytes"],
+            "last_used": datetime.datetime.fromtimestamp(e["last_used"]).strftime("%Y-%m-%d %H:%M"),
+            "traces": len(e["inputs"]),
+            "inputs": ", ".join(e["inputs"]),
+        }
+        for e in database.cache_entries()
+    ]
+    schema = pa.schema(
+        [("file", pa.string()), ("size_bytes", pa.int64()), ("last_used", pa.string()), ("traces", pa.int64())]
+        + [("inputs", pa.string())]
+    )
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+@cache.command("clear", context_settings=CONTEXT)
+@click.option("--older-than", "days", type=float, metavar="DAYS", help="Only databases unused for DAYS days.")
+def cache_clear(days):
+    """Delete cached databases (they are rebuilt from the traces when needed).
+
+    \b
+    Example:
+      tracekit cache clear
+      tracekit cache clear --older-than 30
+    """
+    n, freed = database.cache_clear(days * 86400 if days is not None else None)
+    click.echo(f"{database.cache_dir()}: removed {n} cached database(s), {freed / 1e6:,.1f} MB")
 
 
 @cli.group("export", context_settings=CONTEXT)

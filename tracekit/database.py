@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, ingest, model, rules
+from . import __version__, ingest, model, rules, schema
 from .errors import TraceFormatError, TracekitError
 from .kinds import GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
 from .sources import Source, discover
@@ -128,6 +128,7 @@ def build(
         con.execute(f"CREATE VIEW {name} AS {sql}")
     for macro in MACROS:
         con.execute(macro.create())
+    con.execute(schema.comments(n for n in schema.TABLES if n not in model.NAMES))
     info = {
         "schema_version": str(SCHEMA_VERSION),
         "tracekit_version": __version__,
@@ -286,6 +287,99 @@ def cached_build(paths, progress=None, warn=None, linked: bool = False) -> Path:
     directory = cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
     out = directory / f"{cache_key(sources)}.duckdb"
-    if not out.exists():
+    if out.exists():
+        try:
+            os.utime(out)  # last use, for evicting the least recently used
+        except OSError:
+            pass
+    else:
         _build_file(sources, out, progress, warn, linked=linked)
+        evict(keep=out)
     return out
+
+
+# ---- the cache's housekeeping --------------------------------------------
+
+DEFAULT_CACHE_MAX = "5GB"
+_SIZE = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+
+
+def parse_size(text: str) -> int:
+    """``5GB``, ``500 MB``, ``1.5GiB``, ``0`` (no cap) -> bytes."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).upper() not in _SIZE:
+        raise TracekitError(f"cache size {text!r} is not a size such as 5GB or 500MB")
+    return int(float(m.group(1)) * _SIZE[m.group(2).upper()])
+
+
+def cache_max() -> int:
+    """The cache's size cap in bytes: $TRACEKIT_CACHE_MAX (default 5GB; 0: no cap)."""
+    return parse_size(os.environ.get("TRACEKIT_CACHE_MAX") or DEFAULT_CACHE_MAX)
+
+
+def _bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path, path.with_name(path.name + ".wal")) if p.exists())
+
+
+def cache_entries() -> list[dict]:
+    """The cached databases, most recently used first: file, bytes, last use, the traces they hold."""
+    d = cache_dir()
+    out = []
+    for f in d.glob("*.duckdb") if d.is_dir() else []:
+        inputs: list[str] = []
+        try:
+            con = duckdb.connect(str(f), read_only=True)
+            try:
+                row = con.execute("SELECT value FROM tracekit_info WHERE key = 'inputs'").fetchall()
+                inputs = json.loads(row[0][0]) if row else []
+            finally:
+                con.close()
+        except (duckdb.Error, ValueError, IndexError):
+            inputs = []  # in use by a writer, or not a tracekit database: listed without its inputs
+        st = f.stat()
+        out.append({"file": f.name, "size_bytes": _bytes(f), "last_used": st.st_mtime, "inputs": inputs})
+    return sorted(out, key=lambda e: -e["last_used"])
+
+
+def cache_clear(older_than_s: float | None = None) -> tuple[int, int]:
+    """Delete cached databases (only those unused for ``older_than_s`` seconds when given):
+    (files, bytes) removed."""
+    d = cache_dir()
+    n = freed = 0
+    now = time.time()
+    for f in list(d.glob("*.duckdb")) if d.is_dir() else []:
+        if older_than_s is not None and now - f.stat().st_mtime < older_than_s:
+            continue
+        size = _bytes(f)
+        for p in (f, f.with_name(f.name + ".wal")):
+            p.unlink(missing_ok=True)
+        n, freed = n + 1, freed + size
+    return n, freed
+
+
+def evict(keep: Path | None = None) -> list[Path]:
+    """Delete the least recently used cached databases until the cache fits ``cache_max()``
+    (``keep``, the one just built, stays). Returns the files removed."""
+    cap = cache_max()
+    d = cache_dir()
+    if not cap or not d.is_dir():
+        return []
+    files = sorted(d.glob("*.duckdb"), key=lambda f: f.stat().st_mtime)
+    total = sum(_bytes(f) for f in files)
+    removed = []
+    for f in files:
+        if total <= cap:
+            break
+        if keep is not None and f.resolve() == keep.resolve():
+            continue
+        size = _bytes(f)
+        try:
+            for p in (f, f.with_name(f.name + ".wal")):
+                p.unlink(missing_ok=True)
+        except OSError:
+            continue
+        total -= size
+        removed.append(f)
+    return removed

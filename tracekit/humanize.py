@@ -3,7 +3,7 @@
 A column's unit comes from its name: ``*_ns`` (or ``_ns_`` inside: ``delta_ns_per_call``)
 is a duration in nanoseconds, shown in µs, ms or s (one unit per column, chosen from its
 largest value, and written into the header: ``gpu_ns`` -> ``gpu_µs``); ``*_pct`` is a
-percentage; ``ratio`` a factor (``0.51x``); other numbers get thousands separators (ids do
+percentage; ``*_bytes`` a size (KB, MB or GB, named in the header); ``ratio`` a factor (``0.51x``); other numbers get thousands separators (ids do
 not). Mangled kernel names are demangled and long text is cut in the middle
 (``names.shorten_all``: the distinguishing tail stays and distinct names stay distinct).
 The table fits ``width`` columns (``wide``: no limit) and shows ``rows`` rows with a line
@@ -31,6 +31,8 @@ MIN_TEXT = 16  # a text column is never cut below this many characters (stage na
 
 _NS = re.compile(r"(^|_)ns($|_)")
 _ID = re.compile(r"(^|_)(id|ids|pid|tid|correlation|rank|step|order|version|year)$")
+_BYTES = re.compile(r"(^|_)(bytes)($|_)")
+_BYTE_UNITS = (("B", 1, 1e4), ("KB", 1e3, 1e7), ("MB", 1e6, 1e10), ("GB", 1e9, math.inf))
 _TIMESTAMP = re.compile(r"(^|_)(ts|end|start)_ns$")
 _TIME_UNITS = (("µs", 1e3, 1e7), ("ms", 1e6, 1e10), ("s", 1e9, math.inf))
 
@@ -41,7 +43,7 @@ class Column:
 
     name: str
     header: str
-    kind: str  # time, pct, ratio, int, id, float, text, other
+    kind: str  # time, size, pct, ratio, int, id, float, text, other
     scale: float = 1.0
     numeric: bool = False
 
@@ -56,6 +58,8 @@ class Column:
             value = int(value) if value == value.to_integral_value() else float(value)
         if self.kind == "time":
             return f"{value / self.scale:,.1f}" if self.scale == 1e3 else f"{value / self.scale:,.3f}"
+        if self.kind == "size":
+            return f"{value / self.scale:,.1f}"
         if self.kind == "pct":
             return f"{value:,.1f}"
         if self.kind == "ratio":
@@ -95,6 +99,13 @@ def column(name: str, arrow_type, values: list) -> Column:
         biggest = max((abs(float(v)) for v in values if v is not None), default=0.0)
         unit, scale = next((u, s) for u, s, below in _TIME_UNITS if biggest < below)
         return Column(name, _NS.sub(lambda m: f"{m.group(1)}{unit}{m.group(2)}", name, count=1), "time", scale, True)
+    if _BYTES.search(name) and not name.endswith("_per_byte"):
+        biggest = max((abs(float(v)) for v in values if v is not None), default=0.0)
+        unit, scale = next((u, s) for u, s, below in _BYTE_UNITS if biggest < below)
+        if unit == "B":
+            return Column(name, name, "int", numeric=True)
+        header = _BYTES.sub(lambda m: f"{m.group(1)}{unit}{m.group(3)}", name, count=1)
+        return Column(name, header, "size", scale, True)
     if name.endswith("pct") or name.endswith("_percent"):
         return Column(name, name, "pct", numeric=True)
     if name == "ratio" or name.endswith("_ratio"):

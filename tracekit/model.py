@@ -23,7 +23,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import attribution, link, rules
+from . import attribution, link, rules, schema
 from .sqltext import Macro
 
 # Views over the linked tables, created with them.
@@ -138,6 +138,8 @@ def build(
                 step.run(con, ctx)
     finally:
         link.drop_work(con)
+    if not temp:  # the docs of the tables built, in the database (TEMP objects take no comments)
+        con.execute(schema.comments(n for s in STEPS if s.name in wanted for n in s.creates))
     if steps is None and not temp:
         con.execute("UPDATE tracekit_info SET value = 'true' WHERE key = 'linked'")
 

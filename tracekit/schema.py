@@ -615,3 +615,19 @@ def args_fields(table: str) -> list[tuple[str, str, str]]:
 def ddl(table: str) -> str:
     """The column list of ``CREATE TABLE table (...)`` for a base table."""
     return ", ".join(f"{c.name} {c.type}" for c in TABLES[table].columns)
+
+
+def comments(names) -> str:
+    """``COMMENT ON`` statements (one string) documenting the tables and views ``names`` and
+    their columns in the database itself, so other DuckDB tools (the CLI's ``.schema``,
+    ``duckdb_columns().comment``, DBeaver, ...) show the docs of docs/schema.md."""
+    from .sqltext import literal
+
+    out = []
+    for name in names:
+        t = TABLES.get(name)
+        if t is None:
+            continue
+        out.append(f"COMMENT ON {'VIEW' if t.kind == 'view' else 'TABLE'} {name} IS {literal(t.doc)}")
+        out += [f"COMMENT ON COLUMN {name}.{c.name} IS {literal(c.doc)}" for c in t.columns]
+    return ";\n".join(out)
