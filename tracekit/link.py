@@ -10,14 +10,19 @@ Builds the linked model over the base tables (see docs/schema.md):
   correlation id, scoped per trace) and, through it, to the CPU op stack;
   GPU ops with no launch in the trace are kept and flagged ``orphan``.
 
-Nesting is a range join among the slices that can contain others (ops and
-annotations). DuckDB plans a range join that also has an equality key (same
-thread) as a hash join, which takes minutes on real traces; so each thread's
-timeline is shifted onto its own stretch of one integer axis and the join
-uses inequalities only (an IEJoin). Runtime calls, the most numerous slices,
-are leaves: an ASOF join finds the last container opened before each call,
-and the call's parent is the innermost of that container and its ancestors
-that still encloses the call.
+Nesting is defined by a range join among the slices that can contain others
+(ops and annotations): an ancestor is an earlier-opened container of the same
+thread, still open at the slice's start, that ends at most ``BLEED_NS`` before
+it. DuckDB plans a range join that also has an equality key (same thread) as a
+hash join, which takes minutes on real traces; so each thread's timeline is
+shifted onto its own stretch of one integer axis and the join uses
+inequalities only (an IEJoin). When the containers nest cleanly (no overhang,
+no partial overlap: every trace measured so far), one ordered pass over that
+axis (``_sweep``) gives the same ancestors, stacks and pairs faster; it checks
+that condition and otherwise leaves the trace to the range join. Runtime
+calls, the most numerous slices, are leaves: an ASOF join finds the last
+container opened before each call, and the call's parent is the innermost of
+that container and its ancestors that still encloses the call.
 """
 
 from __future__ import annotations
@@ -44,10 +49,14 @@ _ENCLOSES = f"a_end > c_ts AND a_end >= c_end - {BLEED_NS}"
 
 def nest(con: duckdb.DuckDBPyConnection) -> None:
     """Create the working tables: ``_cpu`` (every CPU slice with its position on the
-    axis), ``_anc`` (container ancestors) and the containers' stacks, which
-    ``build_tables`` and the attribution read; ``drop_work`` removes them."""
+    axis), ``_cont`` (the containers), ``_anc`` (container ancestors: id, aid,
+    a_pos, a_end) and the containers' stacks ``_cstack``, which ``build_tables``
+    and the attribution read; ``drop_work`` removes them."""
     con.execute("SET prefer_range_joins = true")
-    _nest_containers(con, _axis(con))
+    keyed = _axis(con)
+    con.execute(f"CREATE TEMP TABLE _cont AS SELECT * FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}")
+    if keyed or not _sweep(con):
+        _nest_containers(con, keyed)
 
 
 def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
@@ -109,7 +118,6 @@ def _axis(con) -> bool:
 def _nest_containers(con, keyed: bool) -> None:
     """All (container, enclosing container) pairs, and each container's stack."""
     same_lane = "AND a.lane = c.lane" if keyed else ""
-    con.execute(f"CREATE TEMP TABLE _cont AS SELECT * FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}")
     # The join holds only the two inequalities: given more, DuckDB may pick
     # other ones for the IEJoin and run hundreds of times slower.
     con.execute(
@@ -136,6 +144,124 @@ def _nest_containers(con, keyed: bool) -> None:
                    list(aname ORDER BY a_pos) FILTER (WHERE akind = 'user_annotation') AS annotations
             FROM _anc GROUP BY id"""
     )
+
+
+def _sweep(con) -> bool:
+    """Nest the containers in one ordered pass; False (nothing created) when they do not nest cleanly.
+
+    On the axis (threads apart, slices in ``pos`` order), the slices open at
+    a slice's start are the earlier ones whose end lies beyond it: their
+    number is the slice's index minus the ends at or before its start (a
+    zero-length slice at the same instant closes only after it opens). When
+    every slice lies wholly inside every slice open at its start (no partial
+    overlap, no overhang), those open slices are exactly its ancestors as
+    ``_nest_containers`` defines them (the overhang allowance then never
+    applies) and they form a chain: the ancestor at depth ``d`` is the last
+    slice of depth ``d`` opened before it. That condition is checked here
+    for every slice (its parent encloses it, one level up); a trace where it
+    fails anywhere is nested by the range join instead.
+    """
+    import polars as pl
+
+    df = con.sql(
+        """SELECT id, lane, k0, k1, dur_ns = 0 AS z, pos, end_ns, kind,
+                  CASE WHEN kind = 'user_annotation' THEN name END AS name
+           FROM _cont ORDER BY pos"""
+    ).pl()
+    n = df.height
+    if n == 0:
+        return False
+    k0, k1, zero, lane = df["k0"], df["k1"], df["z"], df["lane"]
+    idx = pl.int_range(n, dtype=pl.Int64, eager=True)
+
+    def open_at(mask: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
+        """For every slice: how many slices of ``mask`` are open at its start; and the sorted
+        (depth, index) keys of the ``mask`` slices with their indexes, to find the one at a depth."""
+        before = mask.cast(pl.Int64).cum_sum() - mask.cast(pl.Int64)
+        ended = k1.filter(mask).sort().search_sorted(k0, side="right").cast(pl.Int64)
+        zm = mask & zero
+        zero_from = zm.cast(pl.Int64).cum_sum() - zm.cast(pl.Int64)
+        zero_after = k0.filter(zm).search_sorted(k0, side="right").cast(pl.Int64) - zero_from
+        depth = before - ended + zero_after
+        keys = (depth * n + idx).filter(mask)
+        order = keys.arg_sort()
+        return depth, keys.gather(order), idx.filter(mask).gather(order)
+
+    def at_level(keys: pl.Series, rows: pl.Series, level: pl.Series, at: pl.Series) -> pl.Series:
+        """Index of the last slice of depth ``level`` opened before slice ``at`` (-1: none)."""
+        if rows.len() == 0:
+            return at * 0 - 1
+        j = keys.search_sorted(level * n + at, side="left").cast(pl.Int64) - 1
+        return pl.select(pl.when(j >= 0).then(rows.gather(j.clip(0))).otherwise(-1)).to_series()
+
+    depth, keys, rows = open_at(pl.select(pl.repeat(True, n)).to_series())
+    nested = depth > 0
+    c = idx.filter(nested)
+    p = at_level(keys, rows, depth.filter(nested) - 1, c)
+    pg = p.clip(0)
+    ok = (
+        (p >= 0)
+        & (depth.gather(pg) == depth.filter(nested) - 1)
+        & (lane.gather(pg) == lane.filter(nested))
+        & (k1.gather(pg) >= k1.filter(nested))
+        & (k1.gather(pg) > k0.filter(nested))
+    )
+    if (depth < 0).any() or not ok.all():
+        return False
+
+    ids, pos, end = df["id"], df["pos"], df["end_ns"]
+    # Every (slice, ancestor) pair, one per level above the slice.
+    lv = pl.DataFrame({"c": c, "d": depth.filter(nested)}).with_columns(lvl=pl.int_ranges(0, "d")).explode("lvl")
+    a = at_level(keys, rows, lv["lvl"], lv["c"])
+    anc = pl.DataFrame(
+        {"id": ids.gather(lv["c"]), "aid": ids.gather(a), "a_pos": pos.gather(a), "a_end": end.gather(a)}
+    )
+    con.register("_anc_rows", anc.to_arrow())
+    con.execute("CREATE TEMP TABLE _anc AS SELECT * FROM _anc_rows")
+    con.unregister("_anc_rows")
+
+    def innermost_and_outermost(kind: str) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series, pl.Series]:
+        d, k, r = open_at(df["kind"] == kind)
+        d = d.filter(nested)
+        inner = at_level(k, r, d - 1, c)
+        outer = at_level(k, r, d * 0, c)
+        return d, k, r, inner, pl.select(pl.when(d > 0).then(outer).otherwise(-1)).to_series()
+
+    def id_of(i: pl.Series) -> pl.Series:
+        return pl.select(pl.when(i >= 0).then(ids.gather(i.clip(0)))).to_series()
+
+    _, _, _, op, top = innermost_and_outermost("cpu_op")
+    ad, ak, ar, ann, _ = innermost_and_outermost("user_annotation")
+    # The enclosing annotations, outermost first.
+    al = pl.DataFrame({"c": c, "d": ad}).filter(pl.col("d") > 0).with_columns(lvl=pl.int_ranges(0, "d")).explode("lvl")
+    ai = at_level(ak, ar, al["lvl"], al["c"])
+    lists = (
+        pl.DataFrame({"c": al["c"], "lvl": al["lvl"], "aid": ids.gather(ai), "aname": df["name"].gather(ai)})
+        .sort("c", "lvl")
+        .group_by("c", maintain_order=True)
+        .agg("aid", "aname")
+    )
+    stack = pl.DataFrame(
+        {
+            "c": c,
+            "id": ids.gather(c),
+            "depth": depth.filter(nested),
+            "parent_id": ids.gather(pg),
+            "root_id": ids.gather(at_level(keys, rows, depth.filter(nested) * 0, c)),
+            "op_id": id_of(op),
+            "top_op_id": id_of(top),
+            "annotation_id": id_of(ann),
+        }
+    ).join(lists, on="c", how="left")
+    con.register("_stack_rows", stack.to_arrow())
+    con.execute(
+        """CREATE TEMP TABLE _cstack AS
+           SELECT id, depth, parent_id, root_id, op_id, top_op_id, annotation_id,
+                  aid AS annotation_ids, aname AS annotations
+           FROM _stack_rows"""
+    )
+    con.unregister("_stack_rows")
+    return True
 
 
 def _nest_leaves(con) -> None:

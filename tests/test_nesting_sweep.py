@@ -1,0 +1,85 @@
+"""Nesting by one ordered pass (``link._sweep``) gives exactly the range join's stacks.
+
+The range join (``link._nest_containers``) is the definition: an ancestor is
+an earlier-opened container on the same thread still open at the slice's
+start and ending at most ``BLEED_NS`` before it. The sweep applies when every
+container lies wholly inside each one open at its start, and otherwise hands
+the trace to the range join. Synthetic traces, random but seeded: nested
+trees on two threads with equal timestamps, zero durations, identical
+ranges and runtime calls inside ops; the perturbed ones add a child that
+overhangs its parent, or a partial overlap. Every column of ``cpu_slices``
+must match the range join's, row by row.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from synthetic import TraceBuilder
+
+import tracekit
+from tracekit import link
+
+GRID = 500  # ns: a coarse grid makes equal timestamps (and BLEED_NS-sized gaps) common
+
+
+def _tree(b: TraceBuilder, rng: random.Random, start: int, end: int, depth: int, tid: int) -> None:
+    t = start
+    while t < end and depth < 6:
+        if rng.random() < 0.25:
+            t += GRID * rng.randint(0, 2)
+        length = GRID * rng.randint(0, max(0, (end - t) // GRID))
+        if t + length > end:
+            break
+        roll = rng.random()
+        if roll < 0.15:
+            b.runtime_call("cudaLaunchKernel", t, length, tid=tid)
+        elif roll < 0.35:
+            b.user_annotation(f"label{depth}", t, length, tid=tid)
+            _tree(b, rng, t, t + length, depth + 1, tid)
+        else:
+            b.cpu_op(f"aten::op{depth}", t, length, tid=tid)
+            if rng.random() < 0.1:
+                b.cpu_op(f"aten::twin{depth}", t, length, tid=tid)  # the same range twice
+            _tree(b, rng, t, t + length, depth + 1, tid)
+        t += length + GRID * rng.randint(0, 1)
+
+
+def _trace(tmp_path, seed: int, perturb: str | None):
+    rng = random.Random(seed)
+    b = TraceBuilder()
+    for tid in (11, 12):
+        _tree(b, rng, 0, 400 * GRID, 0, tid)
+    if perturb == "overhang":
+        b.cpu_op("aten::host", 500 * GRID, 20 * GRID, tid=11)
+        b.cpu_op("aten::overhang", 505 * GRID, 15 * GRID + 300, tid=11)  # ends 300 ns after its parent
+        b.cpu_op("aten::after", 520 * GRID + 100, 100, tid=11)  # after the parent, inside the overhang
+    elif perturb == "overlap":
+        b.cpu_op("aten::host", 500 * GRID, 20 * GRID, tid=11)
+        b.cpu_op("aten::partial", 510 * GRID, 30 * GRID, tid=11)  # starts inside, ends far outside
+        b.cpu_op("aten::after", 521 * GRID, 2 * GRID, tid=11)
+    b.finish()
+    path = tmp_path / f"nest{seed}{perturb or ''}.json"
+    b.write(path)
+    return path
+
+
+def _rows(path) -> list[tuple]:
+    with tracekit.load(path) as trace:
+        return trace.con.execute("SELECT * EXCLUDE (trace_id) FROM cpu_slices ORDER BY id").fetchall()
+
+
+@pytest.mark.parametrize("perturb", [None, "overhang", "overlap"])
+@pytest.mark.parametrize("seed", range(6))
+def test_sweep_nests_exactly_as_the_range_join(tmp_path, monkeypatch, seed, perturb):
+    path = _trace(tmp_path, seed, perturb)
+    used = []
+    sweep = link._sweep
+    monkeypatch.setattr(link, "_sweep", lambda con: used.append(sweep(con)) or used[-1])
+    fast = _rows(path)
+    assert used == [perturb is None]  # the sweep nests clean traces, and declines the others
+    monkeypatch.setattr(link, "_sweep", lambda con: False)
+    reference = _rows(path)
+    assert len(fast) == len(reference) > 50
+    assert fast == reference
