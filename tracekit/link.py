@@ -164,8 +164,8 @@ def _sweep(con) -> bool:
     import polars as pl
 
     df = con.sql(
-        """SELECT id, lane, k0, k1, dur_ns = 0 AS z, pos, end_ns, kind,
-                  CASE WHEN kind = 'user_annotation' THEN name END AS name
+        """SELECT id, lane, k0, k1, dur_ns = 0 AS z, pos, end_ns, kind = 'cpu_op' AS op,
+                  kind = 'user_annotation' AS ann, CASE WHEN kind = 'user_annotation' THEN name END AS name
            FROM _cont ORDER BY pos"""
     ).pl()
     n = df.height
@@ -219,9 +219,10 @@ def _sweep(con) -> bool:
     con.register("_anc_rows", anc.to_arrow())
     con.execute("CREATE TEMP TABLE _anc AS SELECT * FROM _anc_rows")
     con.unregister("_anc_rows")
+    del anc, lv, a
 
-    def innermost_and_outermost(kind: str) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series, pl.Series]:
-        d, k, r = open_at(df["kind"] == kind)
+    def innermost_and_outermost(mask: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series, pl.Series]:
+        d, k, r = open_at(mask)
         d = d.filter(nested)
         inner = at_level(k, r, d - 1, c)
         outer = at_level(k, r, d * 0, c)
@@ -230,8 +231,8 @@ def _sweep(con) -> bool:
     def id_of(i: pl.Series) -> pl.Series:
         return pl.select(pl.when(i >= 0).then(ids.gather(i.clip(0)))).to_series()
 
-    _, _, _, op, top = innermost_and_outermost("cpu_op")
-    ad, ak, ar, ann, _ = innermost_and_outermost("user_annotation")
+    _, _, _, op, top = innermost_and_outermost(df["op"])
+    ad, ak, ar, ann, _ = innermost_and_outermost(df["ann"])
     # The enclosing annotations, outermost first.
     al = pl.DataFrame({"c": c, "d": ad}).filter(pl.col("d") > 0).with_columns(lvl=pl.int_ranges(0, "d")).explode("lvl")
     ai = at_level(ak, ar, al["lvl"], al["c"])
