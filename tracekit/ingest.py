@@ -95,6 +95,7 @@ def ingest(
     skipped: list[str] = []
     loaded = 0
     next_id = con.execute("SELECT coalesce(max(trace_id), 0) + 1 FROM traces").fetchall()[0][0]
+    first_id = next_id
     try:
         batch: list[_Staged] = []
         batch_bytes = 0
@@ -130,7 +131,32 @@ def ingest(
         warn(f"skipped {len(skipped)} JSON file(s) without trace events: " + ", ".join(skipped))
     if not loaded:
         raise TraceFormatError(sources[0].path.parent if len(sources) > 1 else sources[0].path, "no traces to load")
+    _capture_labels(con, first_id)
     return loaded
+
+
+def _capture_labels(con: duckdb.DuckDBPyConnection, first_id: int) -> None:
+    """Traces recorded by ``tracekit capture`` (top-level ``tracekit_capture``) are labelled by
+    what was recorded, not by their long file names (rank, host, timestamp): the impl, then
+    impl-device, then impl-rankN, whichever is unique among all labels; else the name stays."""
+    rows = con.execute(
+        """SELECT trace_id, trace, metadata->>'$.tracekit_capture.impl', metadata->>'$.tracekit_capture.device',
+                  rank
+           FROM traces ORDER BY trace_id"""
+    ).fetchall()
+    mine = [r for r in rows if r[0] >= first_id and r[2]]
+    if not mine:
+        return
+    fixed = [r[1] for r in rows if r[0] < first_id or not r[2]]
+    for make in (
+        lambda r: r[2],
+        lambda r: f"{r[2]}-{r[3]}" if r[3] else None,
+        lambda r: f"{r[2]}-rank{r[4]}" if r[4] is not None else None,
+    ):
+        wanted = [make(r) for r in mine]
+        if None not in wanted and len(set(wanted)) == len(wanted) and not set(wanted) & set(fixed):
+            con.executemany("UPDATE traces SET trace = ? WHERE trace_id = ?", [(w, r[0]) for w, r in zip(wanted, mine)])
+            return
 
 
 def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> None:

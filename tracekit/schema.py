@@ -132,7 +132,7 @@ _TABLES = [
         "One row per input file (a trace; a rank in a distributed run).",
         _cols("""
 trace_id INTEGER <unique not_null>  Id of the trace within this database, from 1.
-trace VARCHAR  Display label: the file name without .json/.gz/.pt.trace (with parent folders when names repeat).
+trace VARCHAR  Display label: the file name without .json/.gz/.pt.trace (with parent folders when names repeat); for a trace recorded by tracekit capture, its impl (impl-device or impl-rankN when that repeats).
 path VARCHAR  The file as given.
 form VARCHAR  "object" (Kineto: top-level object with traceEvents) or "array" (bare Chrome event array).
 file_bytes BIGINT  Size of the file on disk (compressed size for .gz), bytes.

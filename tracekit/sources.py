@@ -33,7 +33,9 @@ def discover(paths) -> list[Source]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and is_trace_name(p.name))
+            found = sorted(
+                p for p in path.rglob("*") if p.is_file() and is_trace_name(p.name) and not is_capture_side_file(p)
+            )
             if not found:
                 raise TraceFormatError(path, "directory holds no *.json or *.json.gz files")
             items = [Source(p, True) for p in found]
@@ -49,6 +51,22 @@ def discover(paths) -> list[Source]:
     if not out:
         raise TraceFormatError("<inputs>", "no trace files given")
     return out
+
+
+def is_capture_side_file(path: Path) -> bool:
+    """A file ``tracekit capture`` writes beside its traces (``NAME.key_averages.json``, the
+    run's ``manifest.json``): not a trace, so a directory walk skips it without a warning."""
+    if path.name.endswith(".key_averages.json"):
+        return True
+    if path.name == "manifest.json" and path.stat().st_size < (1 << 20):
+        try:
+            import json
+
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return isinstance(data, dict) and "label_scheme" in data and "traceEvents" not in data
+    return False
 
 
 def rank_from_name(path: Path) -> int | None:
