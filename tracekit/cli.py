@@ -316,18 +316,23 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     help="Also write every number of the report as JSON; '-': stdout.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress; no terminal report when writing --html or --json.")
+@click.option(
+    "--all-findings", is_flag=True, help="Also show findings that explain under 1 % of the GPU's time."
+)
 @rules_opt
 @cache_opt
-def report_cmd(sources, html_path, json_path, quiet, rule_dirs, no_cache):
+def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no_cache):
     """Compare attention across traces on one page: headline, findings, plots.
 
     Each trace of each SOURCE is one column; with several, the first is the
     baseline (time ratios and a stage comparison as in 'tracekit diff'). The
     headline gives attention calls, GPU time per call (op- and kernel-level),
     CPU time, GPU ops, stage shares, tensor-core share, launch API, occupancy,
-    TFLOP/s and GPU idle share; "what stands out" lists the findings
-    (queries/findings/), each with the query that shows its rows. The
-    Python twin is tracekit.report.build(traces).
+    TFLOP/s and GPU idle share; the GPU breakdown (computation,
+    communication, memcpy, idle) with the top ops and modules; "what stands
+    out" lists the findings (queries/findings/), ranked by the GPU time they
+    explain (under 1 % left out unless --all-findings), each with the query
+    that shows its rows. The Python twin is tracekit.report.build(traces).
 
     \b
     Example:
@@ -345,7 +350,7 @@ def report_cmd(sources, html_path, json_path, quiet, rule_dirs, no_cache):
     try:
         for s in sources:
             traces.append(open_source(s, cache=not no_cache, quiet=quiet, link=True).use_rules(rule_dirs))
-        rep = report.build(traces, names=sources, progress=progress)
+        rep = report.build(traces, names=sources, progress=progress, all_findings=all_findings)
     finally:
         progress.close()
         for t in traces:

@@ -9,6 +9,12 @@ filled in from those rows (``{rows}``, ``{sum_<column>}`` and the first,
 heaviest row's columns; format specs ``us``, ``ms``, ``pct``, ``x`` and
 ``short`` render durations in ns, percentages, ratios and long kernel names;
 ``{by_<text column>__<number column>}`` sums a number per value of a text column).
+
+A finding that explains GPU time names, in findings.csv's ``explains``
+column, the column of its rows (ns) whose sum is that time; its share of the
+trace's GPU span (gpu_timeline) ranks the findings, and the report leaves out
+those that explain less than ``MIN_EXPLAINS_PCT`` unless asked for all.
+Findings that explain no time (a reporting gap, left-out orphans) rank after.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from .render import UNITS, format_unit, records
 SEVERITIES = ("warning", "info")
 # Evidence rows kept per finding and trace (the query lists them all).
 MAX_ROWS = 25
+# A finding explaining less of the GPU span than this is not shown (report --all-findings shows it).
+MIN_EXPLAINS_PCT = 1.0
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,7 @@ class Rule:
     query: queries.Query
     severity: str
     message: str
+    explains: str = ""  # the rows' column (ns) whose sum is the GPU time the finding explains
 
     @property
     def id(self) -> str:
@@ -59,6 +68,17 @@ class Finding:
     columns: list[str]
     rows: list[dict] = field(default_factory=list)
     rows_total: int = 0
+    explains_ns: int | None = None  # GPU time the finding explains (None: it explains no time)
+    explains_pct: float | None = None  # explains_ns as a share of the trace's GPU span
+
+    @property
+    def shown(self) -> bool:
+        """Whether the report lists it by default: it explains no time, or at least MIN_EXPLAINS_PCT."""
+        return self.explains_pct is None or self.explains_pct >= MIN_EXPLAINS_PCT
+
+    def rank_key(self) -> tuple:
+        """Sort key: most time explained first, findings that explain no time last; warnings before info."""
+        return (self.explains_ns is None, -(self.explains_ns or 0), SEVERITIES.index(self.severity))
 
     def to_dict(self) -> dict:
         """JSON-friendly form."""
@@ -71,6 +91,8 @@ class Finding:
             "message": self.message,
             "columns": self.columns,
             "rows_total": self.rows_total,
+            "explains_ns": self.explains_ns,
+            "explains_pct": self.explains_pct,
             "rows": self.rows,
         }
 
@@ -88,7 +110,11 @@ def rules() -> list[Rule]:
                 raise QueryError(f"{path}:{i}: no query findings/{name}.sql")
             if row["severity"] not in SEVERITIES:
                 raise QueryError(f"{path}:{i}: severity must be one of {', '.join(SEVERITIES)}")
-            out.append(Rule(lib.pop(name), row["severity"], row["message"]))
+            q = lib.pop(name)
+            explains = (row.get("explains") or "").strip()
+            if explains and explains not in {c.name for c in q.columns}:
+                raise QueryError(f"{path}:{i}: explains {explains!r} is not a column of findings/{name}.sql")
+            out.append(Rule(q, row["severity"], row["message"], explains))
     if lib:
         raise QueryError(f"{path}: no row for findings/{min(lib)}.sql")
     return out
@@ -139,6 +165,7 @@ def run(trace, labels: list[str] | None = None, max_rows: int = MAX_ROWS) -> lis
 
     ``labels`` restricts the result to those trace labels (all when None).
     """
+    spans = {r["trace"]: r["span_ns"] for r in records(trace.query_arrow("gpu_timeline"))}
     out = []
     for rule in rules():
         table = trace.query_arrow(rule.query.id)
@@ -149,6 +176,11 @@ def run(trace, labels: list[str] | None = None, max_rows: int = MAX_ROWS) -> lis
         for label, trace_rows in by_trace.items():
             if labels is not None and label not in labels:
                 continue
+            explains_ns = explains_pct = None
+            if rule.explains:
+                explains_ns = int(sum(r[rule.explains] or 0 for r in trace_rows))
+                span = spans.get(label)
+                explains_pct = 100.0 * explains_ns / span if span else None
             out.append(
                 Finding(
                     id=rule.id,
@@ -160,6 +192,8 @@ def run(trace, labels: list[str] | None = None, max_rows: int = MAX_ROWS) -> lis
                     columns=table.column_names,
                     rows=trace_rows[:max_rows],
                     rows_total=len(trace_rows),
+                    explains_ns=explains_ns,
+                    explains_pct=explains_pct,
                 )
             )
-    return out
+    return sorted(out, key=Finding.rank_key)

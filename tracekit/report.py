@@ -2,7 +2,8 @@
 
 ``build(sources)`` runs the named queries (``attention_calls``,
 ``stage_breakdown``, ``kernel_precision``, ``launch_api``, ``occupancy``,
-``gpu_timeline``, ``step_summary``, ``call_timeline``) and the findings
+``gpu_timeline``, ``step_summary``, ``call_timeline``, and for the breakdown
+section ``gpu_breakdown``, ``op_summary``, ``module_summary``) and the findings
 (``queries/findings/``) on every trace and returns a ``Report``: plain data
 (``to_dict()``), rendered by ``tracekit.report_render`` to a terminal
 (``print_report``) or one self-contained HTML page (``html``). With several
@@ -24,6 +25,8 @@ from .render import records
 
 # How many attention calls of a trace the timeline plot draws (one per step).
 TIMELINE_CALLS = 8
+# Ops and modules listed in the breakdown section, per trace.
+TOP_ROWS = 5
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,9 @@ class TraceReport:
     timeline: list[dict] = field(default_factory=list)  # call_timeline rows of the drawn calls
     steps: list[dict] = field(default_factory=list)  # step_summary rows
     findings: list[findings.Finding] = field(default_factory=list)
+    breakdown: list[dict] = field(default_factory=list)  # gpu_breakdown rows
+    top_ops: list[dict] = field(default_factory=list)  # op_summary rows, heaviest TOP_ROWS
+    top_modules: list[dict] = field(default_factory=list)  # module_summary rows, heaviest TOP_ROWS
 
     def to_dict(self) -> dict:
         """JSON-friendly form."""
@@ -102,6 +108,9 @@ class TraceReport:
             "timeline": self.timeline,
             "steps": self.steps,
             "findings": [f.to_dict() for f in self.findings],
+            "breakdown": self.breakdown,
+            "top_ops": self.top_ops,
+            "top_modules": self.top_modules,
         }
 
 
@@ -112,6 +121,7 @@ class Report:
     traces: list[TraceReport]
     comparison: dict | None = None
     version: str = ""
+    every_finding: bool = False  # show findings that explain under findings.MIN_EXPLAINS_PCT too
 
     @property
     def stages(self) -> list[str]:
@@ -125,9 +135,13 @@ class Report:
         return order
 
     def all_findings(self) -> list[tuple[TraceReport, findings.Finding]]:
-        """Every finding with its trace: warnings first, then in trace order."""
-        pairs = [(t, f) for t in self.traces for f in t.findings]
-        return sorted(pairs, key=lambda p: findings.SEVERITIES.index(p[1].severity))
+        """The findings to show, with their trace, ranked by the GPU time they explain (most first).
+
+        Those explaining under findings.MIN_EXPLAINS_PCT of their trace's GPU
+        span are left out unless the report was built with ``all_findings``.
+        """
+        pairs = [(t, f) for t in self.traces for f in t.findings if self.every_finding or f.shown]
+        return sorted(pairs, key=lambda p: p[1].rank_key())
 
     metrics = METRICS
     timeline_calls = TIMELINE_CALLS
@@ -202,16 +216,20 @@ QUERIES = (
     "gpu_timeline",
     "step_summary",
     "call_timeline",
+    "gpu_breakdown",
+    "op_summary",
+    "module_summary",
 )
 
 
-def build(sources, names=None, progress=None) -> Report:
+def build(sources, names=None, progress=None, all_findings: bool = False) -> Report:
     """Build a report over ``sources``: ``Trace`` objects or paths (each may hold several traces).
 
     ``names`` are the sources as the user gave them (for hints such as
     ``tracekit query findings.X SOURCE``); ``progress(done, total, what)`` is
     called as queries run. Every trace of every source is one column of the
-    report, in order; the first is the baseline.
+    report, in order; the first is the baseline. ``all_findings`` shows the
+    findings that explain under 1 % of the GPU span too (the data always has them).
     """
     from . import __version__
 
@@ -227,7 +245,9 @@ def build(sources, names=None, progress=None) -> Report:
             opened.append(t)
             loaded.append((t, n or str(s)))
     try:
-        return _build(loaded, progress, __version__)
+        rep = _build(loaded, progress, __version__)
+        rep.every_finding = all_findings
+        return rep
     finally:
         for t in opened:
             t.close()
@@ -284,6 +304,9 @@ def _build(loaded, progress, version) -> Report:
                     timeline=_timeline_calls([r for r in q["call_timeline"] if r["trace"] == label]),
                     steps=[r for r in q["step_summary"] if r["trace"] == label],
                     findings=mine,
+                    breakdown=[r for r in q["gpu_breakdown"] if r["trace"] == label],
+                    top_ops=[r for r in q["op_summary"] if r["trace"] == label][:TOP_ROWS],
+                    top_modules=[r for r in q["module_summary"] if r["trace"] == label][:TOP_ROWS],
                 )
             )
             sides.append(diff.Side(trace, [label], shown))

@@ -14,7 +14,7 @@ import textwrap
 from html import escape
 from typing import TYPE_CHECKING
 
-from . import findings, plots
+from . import findings, plots, report_breakdown
 from .render import _cell
 from .render import format_unit as fmt
 
@@ -79,6 +79,7 @@ def print_report(report: Report, console=None, html_hint: bool = True) -> None:
                 cells = [re.sub(r"^(NVIDIA|AMD) ", "", c) for c in cells]
             table.add_row(label, *cells)
         console.print(table)
+    report_breakdown.terminal(report, console)
     pairs = report.all_findings()
     console.print(Text("What stands out", style="bold"))
     if not pairs:
@@ -87,6 +88,8 @@ def print_report(report: Report, console=None, html_hint: bool = True) -> None:
         line = Text(f"{i:2}. ")
         line.append(f"[{f.severity}] ", style=SEVERITY_STYLE.get(f.severity, ""))
         line.append(f"{t.label}: {f.title}.", style="bold")
+        if _explains(f):
+            line.append(f" ({_explains(f)})", style="dim")
         console.print(line)
         for part in textwrap.wrap(f.message, width=max(20, console.width - 4)):
             console.print(Text("    " + part))
@@ -168,13 +171,14 @@ def html(report: Report) -> str:
         + ", ".join(f"<b>{escape(t.label)}</b> ({escape(t.source)})" for t in report.traces)
         + (f"; the first ({escape(labels[0])}) is the baseline" if len(labels) > 1 else "")
         + f". tracekit {escape(report.version)}.</p>",
-        '<nav><a href="#headline">Headline</a><a href="#findings">What stands out</a>'
+        '<nav><a href="#headline">Headline</a><a href="#breakdown">GPU time</a><a href="#findings">What stands out</a>'
         '<a href="#stages">Stages</a><a href="#timeline">Timeline</a><a href="#steps">Steps</a>'
         '<a href="#roofline">Throughput</a>'
         + ('<a href="#comparison">Comparison</a>' if report.comparison else "")
         + '<a href="#evidence">Evidence</a></nav>',
     ]
     parts += _headline(report)
+    parts += report_breakdown.html(report)
     parts += _findings(report)
     parts += _plots(report)
     if report.comparison:
@@ -216,6 +220,14 @@ def _headline(report: Report) -> list[str]:
     return out
 
 
+def _explains(f) -> str:
+    """The GPU time a finding explains, for its line: '1.2 ms, 4.5 % of the GPU span' ('' when none)."""
+    if f.explains_ns is None:
+        return ""
+    share = f", {f.explains_pct:.1f} % of the GPU span" if f.explains_pct is not None else ""
+    return f"{fmt(f.explains_ns, 'ns')}{share}"
+
+
 def _findings(report: Report) -> list[str]:
     out = ['<section id="findings"><h2>What stands out</h2>']
     pairs = report.all_findings()
@@ -226,11 +238,13 @@ def _findings(report: Report) -> list[str]:
     out.append('<ul class="findings">')
     for t, f in pairs:
         anchor = _evidence_id(index[t.label], f.id)
+        size = _explains(f)
         out.append(
             f'<li class="finding {escape(f.severity)}" data-finding="{escape(f.id)}" data-trace="{escape(t.label)}">'
             f'<span class="sev {escape(f.severity)}">{escape(f.severity)}</span> <b>{escape(t.label)}</b>: '
             f"<b>{escape(f.title)}.</b> {escape(f.message)} "
-            f'<a href="#{anchor}">{f.rows_total} row{"s" if f.rows_total != 1 else ""}</a> '
+            + (f'<span class="muted">({escape(size)})</span> ' if size else "")
+            + f'<a href="#{anchor}">{f.rows_total} row{"s" if f.rows_total != 1 else ""}</a> '
             f"<code>{escape(_hint(t, f.query))}</code></li>"
         )
     out.append("</ul></section>")

@@ -317,6 +317,21 @@ source VARCHAR  Where the numbers come from (vendor data sheet).
         ),
     ),
     Table(
+        "rule_op_categories",
+        "table",
+        "rules",
+        "CPU op and kernel name patterns -> op category (tracekit/rules/op_categories.csv plus user folders): op_summary and op_categories. A memcpy/memset is memcpy; else the first op rule matching the launching op wins, else the first kernel rule, else other.",
+        _cols(
+            """
+pattern VARCHAR  RE2 regular expression matched against the CPU op's name (applies_to op) or the GPU op's name (kernel).
+applies_to VARCHAR  op or kernel.
+category VARCHAR  GEMM, attention, elementwise, reduce, norm, conv, memcpy, communication or other.
+note VARCHAR  Why.
+"""
+            + _RULE_COMMON
+        ),
+    ),
+    Table(
         "cpu_stages",
         "table",
         "attention",
