@@ -242,3 +242,162 @@ def test_idle_launch_and_queue_by_construction(tmp_path):
     assert (queue["steps"], queue["min"], queue["max"], queue["mean"]) == (8, 0, 3, 10 / 8)
     assert queue["mean_weighted"] == pytest.approx(84_000 / 76_000)
     assert queue["blocked_ns"] == 0
+
+
+@pytest.mark.parametrize("name", BERT)
+def test_op_summary_equals_tracelens_ops_summary(name, shared_dir):
+    with open(shared_dir / "tracelens" / f"{name}.expected" / "ops_summary.csv", newline="", encoding="utf-8") as fh:
+        sheet = list(csv.DictReader(fh))
+    trace = tracekit.load(shared_dir / "tracelens" / f"{name}.json.gz")
+    got = {r["op"]: r for r in trace.query("op_summary").iter_rows(named=True)}
+    assert set(got) == {r["name"] for r in sheet}
+    for row in sheet:
+        assert got[row["name"]]["calls"] == int(row["Count"])
+        assert abs(got[row["name"]]["kernel_ns"] - float(row["total_direct_kernel_time_sum"]) * 1e3) < 10
+        assert got[row["name"]]["share_pct"] == pytest.approx(float(row["Percentage (%)"]), abs=1e-3)
+    categories = trace.query("op_categories")
+    assert categories["kernel_ns"].sum() == sum(r["kernel_ns"] for r in got.values())
+    assert categories.filter(categories["category"] == "GEMM")["kernel_ns"].item() == got["aten::addmm"]["kernel_ns"]
+
+
+def _write(b: TraceBuilder, tmp_path, name: str):
+    b.finish()
+    path = tmp_path / name
+    b.write(path)
+    return tracekit.load(path)
+
+
+def test_op_categories_follow_the_rules_and_kernel_names(tmp_path):
+    b = TraceBuilder()
+    b.op_with_kernels("aten::mm", 0, [("ampere_bf16_gemm", None, 5_000)])
+    b.op_with_kernels("aten::layer_norm", 20_000, [("vectorized_layer_norm_kernel", None, 2_000)])
+    b.op_with_kernels("aten::copy_", 40_000, [("Memcpy DtoD (Device -> Device)", None, 1_000, {"bytes": 64})])
+    b.op_with_kernels("my_ext::fused_thing", 60_000, [("triton_poi_fused_add_0", None, 700)])
+    b.op_with_kernels("my_ext::mystery", 80_000, [("mystery_kernel", None, 300)])
+    rows = {
+        r["op"]: r["category"] for r in _write(b, tmp_path, "cats.json.gz").query("op_summary").iter_rows(named=True)
+    }
+    # Op rules decide the aten ops; a custom op falls back to its kernel's name, then to other.
+    assert rows == {
+        "aten::mm": "GEMM",
+        "aten::layer_norm": "norm",
+        "aten::copy_": "memcpy",
+        "my_ext::fused_thing": "elementwise",
+        "my_ext::mystery": "other",
+    }
+
+
+def test_module_summary_by_construction(tmp_path):
+    """Model_0 [0, 100k) holds Block_0 [10k, 50k) and Block_1 [50k, 90k); Block_0 holds Linear_0."""
+    b = TraceBuilder()
+    b.python_function("nn.Module: Model_0", 0, 100_000)
+    b.python_function("nn.Module: Block_0", 10_000, 40_000)
+    b.python_function("nn.Module: Linear_0", 12_000, 10_000)
+    b.python_function("nn.Module: Block_1", 50_000, 40_000)
+    b.op_with_kernels("aten::mm", 13_000, [("gemm_a", None, 3_000)], pre_ns=500, post_ns=500)  # in Linear_0
+    b.op_with_kernels("aten::add", 30_000, [("add_b", None, 1_000)], pre_ns=500, post_ns=500)  # in Block_0 only
+    b.op_with_kernels("aten::mul", 60_000, [("mul_c", None, 2_000)], pre_ns=500, post_ns=500)  # in Block_1
+    b.op_with_kernels("aten::sum", 95_000, [("sum_d", None, 500)], pre_ns=100, post_ns=100)  # in Model_0 only
+    b.op_with_kernels("aten::relu", 150_000, [("relu_e", None, 400)], pre_ns=100, post_ns=100)  # outside all
+    trace = _write(b, tmp_path, "modules.json.gz")
+    rows = {r["module"]: r for r in trace.query("module_summary").iter_rows(named=True)}
+    assert {m: (r["calls"], r["gpu_ops"], r["gpu_ns"], r["self_gpu_ns"]) for m, r in rows.items()} == {
+        "Model": (1, 4, 6_500, 500),
+        "Block": (2, 3, 6_000, 3_000),
+        "Linear": (1, 1, 3_000, 3_000),
+    }
+    total = 3_000 + 1_000 + 2_000 + 500 + 400
+    assert rows["Model"]["share_pct"] == pytest.approx(100 * 6_500 / total)
+    inst = {r["instance"]: r["gpu_ns"] for r in trace.query("module_summary", level="instance").iter_rows(named=True)}
+    assert inst == {"Model_0": 6_500, "Block_0": 4_000, "Block_1": 2_000, "Linear_0": 3_000}
+
+
+def test_memory_timeline_by_construction(tmp_path):
+    b = TraceBuilder()
+    b.op_with_kernels("aten::add", 0, [("add", None, 1_000)])
+    for i, (ts, nbytes, alloc) in enumerate([(1_000, 512, 1_512), (2_000, 2_048, 3_560), (3_000, -512, 3_048)]):
+        b._add(
+            {
+                "ph": "i",
+                "cat": "cpu_instant_event",
+                "s": "t",
+                "name": "[memory]",
+                "pid": b.pid,
+                "tid": b.tid,
+                "ts": b.origin_ns + ts,
+                "args": {"Device Type": 1, "Device Id": 0, "Addr": 4096 * i, "Bytes": nbytes,
+                         "Total Allocated": alloc, "Total Reserved": 8_192},
+            }
+        )  # fmt: skip
+    rows = list(_write(b, tmp_path, "mem.json.gz").query("memory_timeline").iter_rows(named=True))
+    assert [(r["device_type"], r["device_id"], r["bytes"], r["running_bytes"], r["allocated_bytes"]) for r in rows] == [
+        ("cuda", 0, 512, 512, 1_512),
+        ("cuda", 0, 2_048, 2_560, 3_560),
+        ("cuda", 0, -512, 2_048, 3_048),
+    ]
+    assert [r["peak"] for r in rows] == [False, True, False]
+
+
+def test_serving_steps_and_graph_launches_by_construction(tmp_path):
+    b = TraceBuilder()
+    b.user_annotation("execute_context_2(300_45000)_generation_0(0)", 0, 50_000)
+    b.op_with_kernels("vllm::unified_attention_with_output", 1_000, [("flash_fwd_kernel", None, 8_000)])
+    b.op_with_kernels("aten::mm", 20_000, [("gemm", None, 4_000)])
+    b.user_annotation("execute_0_context_0(sq0sk0)_generation_8(sq8sk4000)", 100_000, 50_000)
+    b.user_annotation("step[DECODE bs=8]", 101_000, 40_000)  # inside the execute range: part of that step
+    b.graph_launch(110_000, [("gemm", None, 3_000), ("flash_fwd_kernel", None, 1_000), ("gemm", None, 3_000)])
+    b.graph_launch(200_000, [("gemm", None, 3_100), ("flash_fwd_kernel", None, 1_100), ("gemm", None, 2_900)])
+    trace = _write(b, tmp_path, "serving.json.gz")
+    steps = list(trace.query("serving_steps").iter_rows(named=True))
+    got = [
+        (s["phase"], s["context_requests"], s["generation_requests"], s["context_tokens"], s["generation_tokens"],
+         s["gpu_ops"], s["gpu_ns"])
+        for s in steps
+    ]  # fmt: skip
+    assert got == [("prefill", 2, 0, 300, 0, 2, 12_000), ("decode", 0, 8, 0, 8, 3, 7_000)]
+    (graph,) = trace.query("graph_launches").iter_rows(named=True)
+    # Both launches run the same kernel sequence: one graph, two replays.
+    assert (graph["api"], graph["launches"], graph["gpu_ops_per_launch"], graph["kernels"]) == (
+        "cudaGraphLaunch",
+        2,
+        3.0,
+        2,
+    )
+    assert (graph["gpu_ns"], graph["top_kernel"]) == (7_000 + 7_100, "gemm")
+
+
+def test_conv_calls_by_construction(tmp_path):
+    b = TraceBuilder()
+    bf = "c10::BFloat16"
+    args = {
+        "Input Dims": [[2, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], [], [], []],
+        "Input type": [bf, bf, bf, "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+        "Concrete Inputs": ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"],
+    }
+    conv = b.op_with_kernels("aten::convolution", 0, [("implicit_convolve_sgemm", None, 10_000)], args=args)
+    del conv
+    (row,) = _write(b, tmp_path, "conv.json.gz").query("conv_calls").iter_rows(named=True)
+    # Output 16 x 16 (stride 2, padding 1, 3x3): 2 * N * Cout * 16*16 * Cin * 3*3 FLOPs.
+    assert row["flops_per_call"] == 2 * 2 * 16 * 16 * 16 * 3 * 9
+    assert row["bytes_per_call"] == 2 * (2 * 3 * 32 * 32 + 16 * 3 * 9 + 2 * 16 * 16 * 16 + 16)
+    assert (row["calls"], row["kernel_ns"], row["stride"], row["bias"]) == (1, 10_000, "[2, 2]", True)
+
+
+def test_findings_rank_by_the_time_they_explain(tmp_path):
+    from tracekit import findings
+
+    b = TraceBuilder()
+    for i in range(4):  # launch-bound: each kernel launched after the previous one ended
+        b.op_with_kernels("aten::mm", i * 100_000, [("ampere_sgemm_128x64_nn", None, 20_000)])
+    trace = _write(b, tmp_path, "ranked.json.gz")
+    found = findings.run(trace)
+    ids = [f.id for f in found]
+    assert ids.index("gpu_idle") < ids.index("dominant_kernel") or "dominant_kernel" not in ids
+    explained = [f.explains_ns for f in found if f.explains_ns is not None]
+    assert explained == sorted(explained, reverse=True)
+    idle = next(f for f in found if f.id == "gpu_idle")
+    span = trace.query("gpu_timeline")["span_ns"].item()
+    assert idle.explains_pct == pytest.approx(100 * idle.explains_ns / span)
+    # A finding explaining under 1 % of the span is left out of the report unless asked for.
+    tiny = findings.Finding("x", "q", "t", "warning", "T", "m", [], explains_ns=1, explains_pct=0.01)
+    assert not tiny.shown and findings.Finding("y", "q", "t", "info", "T", "m", []).shown

@@ -45,6 +45,7 @@ INPUTS = {
     "b200_vllm_eager_paged-fp8": _shared("tracelens/b200_vllm_eager_paged-fp8.json.gz"),
     "mi300_sglang_qwen3-8b_decode_hipgraph": _shared("tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz"),
     "a100_nccl_rank0": _shared("hta/a100_nccl_rank0.json.gz"),
+    "mi300_falconsai_vit_sdpa_modules": _shared("tracelens/mi300_falconsai_vit_sdpa_modules.json.gz"),
 }
 
 

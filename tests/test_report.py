@@ -401,6 +401,9 @@ def test_every_finding_has_a_query_and_a_row():
         "zero_reported_occupancy",
         "cpu_bound_calls",
         "orphan_gpu_ops",
+        "gpu_idle",
+        "launch_bound",
+        "dominant_kernel",
     }
     for r in rules:
         assert r.severity in findings.SEVERITIES and r.title and not r.title.endswith(".")
