@@ -13,7 +13,8 @@
 -- @column kernel_ns BIGINT       Their summed duration, nanoseconds.
 -- @column share_pct DOUBLE       100 * kernel_ns / summed duration of all counted GPU ops of the trace.
 SELECT trace, category, count(DISTINCT op) AS ops, sum(calls)::BIGINT AS calls, sum(gpu_ops)::BIGINT AS gpu_ops,
-       sum(kernel_ns)::BIGINT AS kernel_ns, sum(share_pct) AS share_pct
+       sum(kernel_ns)::BIGINT AS kernel_ns,
+       100.0 * sum(kernel_ns) / sum(sum(kernel_ns)) OVER (PARTITION BY trace) AS share_pct
 FROM op_summary
 GROUP BY trace, category
 ORDER BY trace, kernel_ns DESC, category;

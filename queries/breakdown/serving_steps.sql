@@ -4,13 +4,14 @@
 -- model step: vLLM's and SGLang's execute_<...>context_<n>(<tokens>...)
 -- _generation_<n>(<tokens>...) ranges, SGLang's step[DECODE bs=32] /
 -- step[EXTEND ...] and capture_<bs>_<MODE> ranges, and any range whose name
--- says prefill, extend or decode. phase: prefill when it runs context
--- (prefill) requests only, decode when generation requests only, mixed when
--- both (chunked prefill), else from the name's words (extend is SGLang's
--- prefill); a step range inside another is part of the outer one. Tokens are the first count in the parentheses after context_ /
--- generation_ (vLLM: tokens; SGLang: sq, the query tokens). gpu_ns sums the
--- GPU ops launched inside the range (a graph launch brings all its kernels);
--- attention_gpu_ns those of attention stages (gpu_op_stages.stage other than other).
+-- says prefill, extend or decode; a step range inside another is part of the
+-- outer one. phase: prefill when it runs context (prefill) requests only,
+-- decode when generation requests only, mixed when both (chunked prefill),
+-- else from the name's words (extend is SGLang's prefill). Tokens are the
+-- first count in the parentheses after context_ / generation_ (vLLM: tokens;
+-- SGLang: sq, the query tokens). gpu_ns sums the GPU ops launched inside the
+-- range (a graph launch brings all its kernels); attention_gpu_ns those of
+-- attention stages (gpu_op_stages.stage other than other).
 --
 -- @column trace VARCHAR                Trace label.
 -- @column step_id BIGINT               The range's cpu_slices.id.
