@@ -316,9 +316,7 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     help="Also write every number of the report as JSON; '-': stdout.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress; no terminal report when writing --html or --json.")
-@click.option(
-    "--all-findings", is_flag=True, help="Also show findings that explain under 1 % of the GPU's time."
-)
+@click.option("--all-findings", is_flag=True, help="Also show findings that explain under 1 % of the GPU's time.")
 @rules_opt
 @cache_opt
 def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no_cache):

@@ -53,7 +53,7 @@ def html(report: Report) -> list[str]:
     """The section as HTML: one table of the breakdown, one list of top ops and modules per trace."""
     out = [
         '<section id="breakdown"><h2>Where the GPU\'s time goes</h2>',
-        "<p class=\"muted\">gpu_breakdown: computation + exposed communication + exposed memcpy + idle = the "
+        '<p class="muted">gpu_breakdown: computation + exposed communication + exposed memcpy + idle = the '
         "span from the first GPU op to the last; communication and memcpy are totals, overlap included.</p>",
         "<table><tr><th></th>" + "".join(f"<th>{escape(t.label)}</th>" for t in report.traces) + "</tr>",
     ]
