@@ -8,9 +8,10 @@
 -- computation interval of the same device are both active, comm_ns the merged
 -- communication time, summed over the trace's devices. overlap_pct = 100 *
 -- overlapped_ns / comm_ns (HTA reports the ratio, 0-1). HTA rounds every
--- event to whole microseconds and counts every kernel; tracekit is exact in
--- nanoseconds and, by default, leaves out GPU ops launched before the trace
--- began (include_orphans=true counts them, as HTA does).
+-- event to whole microseconds, counts CUDA sync events on a stream as GPU
+-- work and drops the last profiler step; tracekit is exact in nanoseconds
+-- over the whole trace, counts GPU ops only, and by default leaves out GPU ops
+-- launched before the trace began (include_orphans=true counts them, as HTA does).
 --
 -- @param include_orphans BOOLEAN = false   Also count GPU ops launched before the trace began.
 -- @column trace VARCHAR        Trace label.

@@ -8,7 +8,9 @@
 -- else the first kernel rule matching the GPU op's name; else other. An op
 -- whose GPU ops fall in several categories has a row per category. kernel_ns
 -- sums GPU op durations (memcpys and memsets included), share_pct is of all
--- counted GPU op time of the trace. Orphans are left out unless include_orphans.
+-- counted GPU op time of the trace. Orphans are left out unless include_orphans
+-- (TraceLens counts them in its kernel summary but not in its timeline, and
+-- leaves hipMemsetAsync memsets without their op: here they have it).
 --
 -- @param include_orphans BOOLEAN = false   Also count GPU ops launched before the trace began.
 -- @column trace VARCHAR          Trace label.
