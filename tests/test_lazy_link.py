@@ -103,6 +103,9 @@ def test_only_the_base_queries_skip_linking():
         "core.top_kernels",
         "breakdown.gpu_breakdown",
         "breakdown.comm_overlap",
+        "breakdown.memory_timeline",
+        "findings.gpu_idle",
+        "findings.dominant_kernel",
     }
 
 
