@@ -146,3 +146,11 @@ def test_dash_writes_to_stdout(fmt):
     res = CliRunner().invoke(cli, ["query", "gpu_timeline", str(SAMPLES / "flash.json.gz"), "-f", fmt, "-o", "-"])
     assert res.exit_code == 0 and "flash" in res.output
     assert not Path("-").exists()
+
+
+def test_finding_messages_show_kernel_names_demangled_and_cut_in_the_middle():
+    from tracekit.render import format_unit
+
+    shown = format_unit(AITER, "short")
+    assert shown.startswith("aiter::add_rmsnorm_quant_kerne") and shown.endswith(">(…)") and len(shown) <= 60
+    assert format_unit("ampere_sgemm_128x64_tn", "short") == "ampere_sgemm_128x64_tn"

@@ -39,7 +39,7 @@ UNITS = ("ns", "us", "ms", "pct", "x", "count", "num", "short")
 
 def format_unit(value, unit: str, missing: str = "–") -> str:
     """Display text of a number in a unit: ns (µs, or ms from 10 ms up), us, ms, pct, x,
-    count, num; short truncates long text (kernel names) to 60 characters."""
+    count, num; short demangles a kernel name and cuts it in the middle to 60 characters."""
     if value is None:
         return missing
     if unit == "ns":
@@ -56,8 +56,11 @@ def format_unit(value, unit: str, missing: str = "–") -> str:
         return f"{value:,}"
     if unit == "num":
         return f"{value:,.1f}" if value != int(value) else f"{int(value):,}"
-    text = str(value)
-    return text[:59] + "…" if unit == "short" and len(text) > 60 else text
+    if unit == "short":  # a kernel name: demangled, cut in the middle to 60 characters
+        from . import names
+
+        return names.shorten(names.readable(str(value)), 60)
+    return str(value)
 
 
 def records(table: pa.Table) -> list[dict]:
