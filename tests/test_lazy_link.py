@@ -61,25 +61,53 @@ def test_load_link_flag_links_at_once(trace_file, tmp_path):
     assert _state(db) == ("true", True)
 
 
-def test_unwritable_database_links_for_the_session_only(trace_file, tmp_path):
-    """A file another connection holds read-only cannot be written: link as TEMP tables."""
+def test_unwritable_database_links_for_the_session_only(trace_file, tmp_path, monkeypatch):
+    """A file this process may not replace: link as TEMP tables, under the same memory cap."""
     path, truth = trace_file
     db = tmp_path / "t.duckdb"
     tracekit.load(path, output=db).close()
-    holder = tracekit.open(db)  # keeps the file open read-only in this process
-    try:
-        trace = tracekit.open(db)
+    # Root may write anything, so the permission check itself is what says no here.
+    monkeypatch.setattr(database, "writable", lambda p: False)
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "300MB")
+    with tracekit.open(db) as trace:
         n = trace.sql("SELECT count(*) AS n FROM gpu_ops")["n"][0]
         assert n == len(truth["gpu_ops"])
         assert trace.linked
-        # Nothing was written: the holder (and the file) are still unlinked.
+        assert trace.rows("SELECT current_setting('memory_limit')") == [("286.1 MiB",)]
+        assert trace.query("stage_breakdown").height > 0
+    assert _state(db) == ("false", False)
+
+
+def test_link_while_this_process_holds_the_old_file(trace_file, tmp_path):
+    """Another connection of this process keeps the file as it was; the linking one still gets its tables."""
+    path, truth = trace_file
+    db = tmp_path / "t.duckdb"
+    tracekit.load(path, output=db).close()
+    holder = tracekit.open(db)
+    try:
+        with tracekit.open(db) as trace:
+            assert trace.sql("SELECT count(*) AS n FROM gpu_ops")["n"][0] == len(truth["gpu_ops"])
+            assert trace.query("stage_breakdown").height > 0
         assert holder.rows("SELECT value FROM tracekit_info WHERE key = 'linked'") == [("false",)]
-        stages = trace.query("stage_breakdown")
-        assert stages.height > 0
-        trace.close()
     finally:
         holder.close()
+    assert _state(db) == ("true", True)  # written for the next process
+
+
+def test_other_link_errors_surface(trace_file, tmp_path, monkeypatch):
+    """Only a permission problem falls back to a session link; anything else is reported."""
+    path, _ = trace_file
+    db = tmp_path / "t.duckdb"
+    tracekit.load(path, output=db).close()
+
+    def broken(con, *a, **k):
+        raise duckdb.IOException("IO Error: simulated failure while linking")
+
+    monkeypatch.setattr(model, "build", broken)
+    with tracekit.open(db) as trace, pytest.raises(duckdb.IOException, match="simulated"):
+        trace.link()
     assert _state(db) == ("false", False)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp copy left
 
 
 def test_in_memory_trace_links_on_first_use(trace_file):

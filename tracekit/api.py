@@ -85,6 +85,8 @@ class Trace:
         self._linked: bool | None = None
         # Called with True before and False after a link step, e.g. to show a status line.
         self.on_link: Callable[[bool], None] | None = None
+        # Called with the seconds waited while another process links the same file.
+        self.on_wait: Callable[[float], None] | None = None
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -114,16 +116,17 @@ class Trace:
 
     def _link(self) -> None:
         if self.path is not None and self._read_only:
+            # Closed first: a connection of this process would keep showing the file as it was.
             self._con.close()
             try:
-                database.link_file(self.path)
-            except duckdb.Error:
-                # Not writable here (permissions, or open elsewhere): link
-                # for this connection only.
+                linked = database.link_file(self.path, waiting=self.on_wait)
+            finally:
                 self._con = duckdb.connect(str(self.path), read_only=True)
+            if not linked or not model.is_built(self._con):
+                # Not writable by this process (or another connection of this process still holds the
+                # file as it was): link for this connection only, under the same memory cap.
+                self._con.execute("SET memory_limit = ?", [database.link_memory_limit(self._con)])
                 model.build(self._con, temp=True)
-            else:
-                self._con = duckdb.connect(str(self.path), read_only=True)
         else:
             model.build(self._con)
         self._linked = True
@@ -240,14 +243,19 @@ def open(path, read_only: bool = True) -> Trace:  # noqa: A001 - mirrors traceki
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0]
-        if "lock" in first.lower():
+        if _LOCKED.search(first):
             raise TraceFormatError(
                 path,
-                f"in use by another process that writes it (a load, or linking on first use); retry when it is done ({first})",
+                f"in use by another process that writes it (a load, or a Python session that opened it "
+                f"read-write); retry when it is done ({first})",
             ) from None
         raise TraceFormatError(path, f"not a DuckDB database ({first})") from None
     database.check_version(con, path)
     return Trace(con, path, read_only=read_only)
+
+
+# DuckDB's words for a file another process holds (not "lock" inside "block" of a corrupt file).
+_LOCKED = re.compile(r"could not set lock on file|conflicting lock", re.IGNORECASE)
 
 
 def is_database(path) -> bool:
@@ -264,6 +272,7 @@ def load(
     warn=None,
     memory_limit: str | None = None,
     link: bool = False,
+    waiting: Callable[[float], None] | None = None,
 ) -> Trace:
     """Load trace files or directories (or open a ``.duckdb``) into a ``Trace``.
 
@@ -273,6 +282,7 @@ def load(
     file build (default: scaled to the input, $TRACEKIT_MEMORY_LIMIT).
     ``link=True`` builds the linked tables now rather than on first use (with
     ``cache``, in the same pass as the load when the cache has no database yet).
+    ``waiting(seconds)`` is called while another process builds the same cache entry.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -287,7 +297,7 @@ def load(
             )
         )
     if cache:
-        return open(database.cached_build(paths, progress=progress, warn=warn, linked=link))
+        return open(database.cached_build(paths, progress=progress, warn=warn, linked=link, waiting=waiting))
     con = duckdb.connect()
     database.build(con, discover(paths), progress=progress, warn=warn, linked=link)
     return Trace(con, None)

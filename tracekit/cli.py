@@ -80,13 +80,24 @@ def open_source(source: str, cache: bool = True, quiet: bool = False, link: bool
     if source == "-":
         return _from_stdin(link)
     progress = console.Progress(not quiet)
+    waiting = console.Waiting(not quiet, source, "building the cache entry of")
     try:
         # A database links on first use, if a query needs it; a raw trace not yet cached links as it loads.
         link = link and not api.is_database(source)
-        trace = api.load([source], cache=cache, progress=progress, warn=console.warn, link=link)
+        trace = api.load([source], cache=cache, progress=progress, warn=console.warn, link=link, waiting=waiting)
     finally:
         progress.close()
-    trace.on_link = console.LinkNotice(not quiet, source)
+        waiting.close()
+    notice = console.LinkNotice(not quiet, source)
+    link_wait = console.Waiting(not quiet, source, "linking")
+
+    def on_link(starting: bool) -> None:
+        notice(starting)
+        if not starting:
+            link_wait.close()
+
+    trace.on_link = on_link
+    trace.on_wait = link_wait
     return trace
 
 

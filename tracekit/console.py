@@ -67,6 +67,21 @@ def orphan_note(orphans: tuple[int, int], how: str) -> None:
         )
 
 
+class Waiting(StatusLine):
+    """A status line while another tracekit process builds or links the same trace."""
+
+    def __init__(self, enabled: bool, source: str, what: str):
+        super().__init__(enabled)
+        self.source = source
+        self.what = what
+
+    def __call__(self, seconds: float) -> None:
+        if seconds >= 0.5:
+            self.show(
+                f"waiting for another tracekit process {self.what} {Path(self.source).name} ({seconds:.0f} s) ..."
+            )
+
+
 class LinkNotice(StatusLine):
     """A status line while the linked tables are built on first use."""
 

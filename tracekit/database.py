@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
 import duckdb
 
-from . import __version__, ingest, model, rules, schema
+from . import __version__, ingest, locks, model, outputs, rules, schema, sqlsafety
 from .errors import TraceFormatError, TracekitError
 from .kinds import GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
 from .sources import Source, discover
@@ -146,18 +147,51 @@ def link_memory_limit(con: duckdb.DuckDBPyConnection) -> str:
     return _memory_cap(con.execute("SELECT coalesce(sum(events_bytes), 0) FROM traces").fetchall()[0][0])
 
 
-def link_file(path: Path) -> None:
-    """Build the linked tables into the database file ``path`` (opened for writing)."""
-    con = duckdb.connect(str(path), config={"checkpoint_threshold": "1TB"})
-    try:
-        con.execute(f"SET memory_limit = '{link_memory_limit(con)}'")
-        if not model.is_built(con):
-            con.execute("BEGIN")
-            model.build(con)
-            con.execute("COMMIT")
-            con.execute("CHECKPOINT")
-    finally:
-        con.close()
+def writable(path: Path) -> bool:
+    """Whether this process may replace the database file ``path`` (the file and its folder)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def link_file(path: Path, waiting=None) -> bool:
+    """Build the linked tables into the database file ``path``; False when it cannot be written here.
+
+    One process links a file at a time (``locks.exclusive_file``); the others
+    wait and then find it linked. The link is built into a copy beside the
+    file and renamed over it, so processes reading ``path`` meanwhile (and
+    queries that need no linked table) never wait and never see a half-built
+    file. A folder or file this process may not write returns False: the
+    caller links for its session only.
+    """
+    if not writable(path):
+        return False
+    with locks.exclusive_file(path, "linking it", waiting):
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            if model.is_built(con):
+                return True
+            limit = link_memory_limit(con)
+        finally:
+            con.close()
+        try:
+            with outputs.replacing(path) as tmp:
+                shutil.copyfile(path, tmp)
+                wal = path.with_name(path.name + ".wal")
+                if wal.exists():
+                    shutil.copyfile(wal, tmp.with_name(tmp.name + ".wal"))
+                con = duckdb.connect(str(tmp), config={"checkpoint_threshold": "1TB", "memory_limit": limit})
+                try:
+                    con.execute("BEGIN")
+                    model.build(con)
+                    con.execute("COMMIT")
+                    con.execute("CHECKPOINT")
+                finally:
+                    con.close()
+                shutil.copymode(path, tmp)
+                # The copy took the old log's contents and checkpointed them: a stale log must not replay.
+                wal.unlink(missing_ok=True)
+        except PermissionError:
+            return False
+    return True
 
 
 def build_file(
@@ -206,29 +240,27 @@ def _memory_cap(input_bytes: int) -> str:
     """$TRACEKIT_MEMORY_LIMIT, else 2.5x ``input_bytes`` and at least 512 MB."""
     env = os.environ.get("TRACEKIT_MEMORY_LIMIT")
     if env:
-        return env
+        return sqlsafety.memory_limit(env, "TRACEKIT_MEMORY_LIMIT")
     return f"{max(512 << 20, int(2.5 * input_bytes)) >> 20}MB"
 
 
-def _build_file(sources: list[Source], out: Path, progress, warn, memory_limit=None, linked: bool = False) -> Path:
-    if not out.parent.exists():
-        raise TracekitError(f"{out}: directory {out.parent} does not exist")
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
+def _build_file(
+    sources: list[Source], out: Path, progress, warn, memory_limit=None, linked: bool = False, inputs=()
+) -> Path:
+    limit = sqlsafety.memory_limit(memory_limit, "--memory-limit") if memory_limit else auto_memory_limit(sources)
+    with outputs.replacing(out, inputs=[s.path for s in sources] + list(inputs)) as tmp:
         # One checkpoint at the end: automatic ones mid-build rewrite the
         # same freshly loaded data more than once.
-        limit = memory_limit or auto_memory_limit(sources)
         con = duckdb.connect(str(tmp), config={"checkpoint_threshold": "1TB", "memory_limit": limit})
         try:
             build(con, sources, progress=progress, warn=warn, linked=linked)
             con.execute("CHECKPOINT")
+        except duckdb.Error as exc:
+            if outputs.is_space_error(exc):
+                raise outputs.space_error(out, exc, "building the database") from None
+            raise
         finally:
             con.close()
-        os.replace(tmp, out)
-    finally:
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-            if leftover.exists():
-                leftover.unlink()
     return out
 
 
@@ -276,25 +308,30 @@ def cache_key(sources: list[Source]) -> str:
     return h.hexdigest()[:24]
 
 
-def cached_build(paths, progress=None, warn=None, linked: bool = False) -> Path:
+def cached_build(paths, progress=None, warn=None, linked: bool = False, waiting=None) -> Path:
     """Path of a database for raw trace ``paths``, building it on first use.
 
     ``linked`` builds the linked model in the same pass when the database is
     built here (for a caller about to query it): one connection and one
     checkpoint instead of a load, a reopen and a second write of the file.
+    One process builds a cache entry (under a lock in the cache folder); the
+    others wait for it (``waiting(seconds)``) rather than build it again.
     """
     sources = discover(paths)
     directory = cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    out = directory / f"{cache_key(sources)}.duckdb"
+    key = cache_key(sources)
+    out = directory / f"{key}.duckdb"
     if out.exists():
         try:
             os.utime(out)  # last use, for evicting the least recently used
         except OSError:
             pass
-    else:
-        _build_file(sources, out, progress, warn, linked=linked)
-        evict(keep=out)
+        return out
+    with locks.exclusive(directory / f"{key}.lock", "building its cache entry", waiting):
+        if not out.exists():
+            _build_file(sources, out, progress, warn, linked=linked)
+            evict(keep=out)
     return out
 
 
