@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from . import database, model, queries
+from . import database, model, queries, sqlsafety
 from .errors import QueryError, TraceFormatError
 from .result import Result
 from .schema import TABLES
@@ -63,6 +64,28 @@ def needs_link(con: duckdb.DuckDBPyConnection, sql: str) -> bool:
     return bool(_names(tree, set()) & _LINKED)
 
 
+BATCH_ROWS = 10_000
+
+
+def _reader(rel) -> pa.RecordBatchReader:
+    """The rows of a DuckDB relation as Arrow batches; a statement without rows gives no columns."""
+    import pyarrow as pa
+
+    if rel is None:
+        return pa.RecordBatchReader.from_batches(pa.schema([]), [])
+    return rel.to_arrow_reader(BATCH_ROWS)
+
+
+def _explain(message: str) -> str:
+    """A DuckDB error message, with the way out when it is tracekit's file-access guard."""
+    if "operations are disabled by configuration" in message:
+        first, _, rest = message.partition("\n")
+        return f"{first} (tracekit runs SQL without file access: --allow-files or TRACEKIT_ALLOW_FILES=1 allow it)" + (
+            "\n" + rest if rest else ""
+        )
+    return message
+
+
 class Trace:
     """Loaded traces: a DuckDB connection over the tracekit schema.
 
@@ -78,10 +101,20 @@ class Trace:
     TEMP tables of this connection.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path | None = None, read_only: bool = False):
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        path: Path | None = None,
+        read_only: bool = False,
+        allow_files: bool | None = None,
+    ):
         self._con = con
         self.path = path
         self._read_only = read_only
+        # SQL run here (named queries, tracekit sql, trace.con) may not read or write files unless
+        # allowed: see docs/safety.md.
+        self.allow_files = files_allowed() if allow_files is None else allow_files
+        self._guard()
         self._linked: bool | None = None
         # Called with True before and False after a link step, e.g. to show a status line.
         self.on_link: Callable[[bool], None] | None = None
@@ -122,6 +155,7 @@ class Trace:
                 linked = database.link_file(self.path, waiting=self.on_wait)
             finally:
                 self._con = duckdb.connect(str(self.path), read_only=True)
+                self._guard()
             if not linked or not model.is_built(self._con):
                 # Not writable by this process (or another connection of this process still holds the
                 # file as it was): link for this connection only, under the same memory cap.
@@ -130,6 +164,11 @@ class Trace:
         else:
             model.build(self._con)
         self._linked = True
+
+    def _guard(self) -> None:
+        """Turn DuckDB's file and network access off for this database unless allowed (one way)."""
+        if not self.allow_files:
+            self._con.execute("SET enable_external_access = false")
 
     def _for(self, sql: str) -> duckdb.DuckDBPyConnection:
         """The connection to run ``sql`` on, linked first when it names a linked table."""
@@ -154,10 +193,16 @@ class Trace:
 
     def arrow(self, sql: str, params: Mapping[str, object] | None = None) -> pa.Table:
         """Run ``sql`` and return an Arrow table (``sql(...).arrow()`` without the wrapper)."""
+        return self.batches(sql, params).read_all()
+
+    def batches(self, sql: str, params: Mapping[str, object] | None = None) -> pa.RecordBatchReader:
+        """Run ``sql`` and return its rows as a stream of Arrow record batches (memory stays flat;
+        drain it before the next query on this trace)."""
+        sqlsafety.statement_text(sql)
         try:
-            return self._for(sql).sql(sql, params=dict(params) if params else None).to_arrow_table()
+            return _reader(self._for(sql).sql(sql, params=dict(params) if params else None))
         except duckdb.Error as exc:
-            raise QueryError(str(exc).strip()) from None
+            raise QueryError(_explain(str(exc).strip())) from None
 
     def rows(self, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
         """Run ``sql`` and return its rows as tuples (no Arrow, no polars)."""
@@ -179,12 +224,18 @@ class Trace:
 
     def query_arrow(self, name: str, params: Mapping[str, object] | None = None, query_dirs=()) -> pa.Table:
         """Run a named query and return an Arrow table (``query(...).arrow()`` without the wrapper)."""
+        return self.query_batches(name, params, query_dirs).read_all()
+
+    def query_batches(
+        self, name: str, params: Mapping[str, object] | None = None, query_dirs=()
+    ) -> pa.RecordBatchReader:
+        """Run a named query and return its rows as a stream of Arrow record batches."""
         q = queries.find(name, query_dirs)
         bound = q.bind(params or {})
         try:
-            return self._for(q.sql).sql(q.sql, params=bound or None).to_arrow_table()
+            return _reader(self._for(q.sql).sql(q.sql, params=bound or None))
         except duckdb.Error as exc:
-            raise QueryError(f"query {q.id} ({q.path}) failed: {str(exc).strip()}") from None
+            raise QueryError(_explain(f"query {q.id} ({q.path}) failed: {str(exc).strip()}")) from None
 
     def orphans(self) -> tuple[int, int]:
         """``(GPU ops, summed ns)`` launched before the trace began: what queries leave out by default."""
@@ -234,8 +285,17 @@ class Trace:
         return out
 
 
-def open(path, read_only: bool = True) -> Trace:  # noqa: A001 - mirrors tracekit.open in the docs
-    """Open a database written by ``tracekit load``."""
+def files_allowed() -> bool:
+    """Whether SQL may read and write files: $TRACEKIT_ALLOW_FILES=1 (``tracekit --allow-files``)."""
+    return os.environ.get("TRACEKIT_ALLOW_FILES", "").strip().lower() in ("1", "true", "yes")
+
+
+def open(path, read_only: bool = True, allow_files: bool | None = None) -> Trace:  # noqa: A001 - mirrors tracekit.open
+    """Open a database written by ``tracekit load``.
+
+    ``allow_files=True`` lets SQL on it read and write files (DuckDB's
+    external access); by default it is off (``files_allowed``).
+    """
     path = Path(path)
     if not path.exists():
         raise TraceFormatError(path, "no such file")
@@ -251,7 +311,7 @@ def open(path, read_only: bool = True) -> Trace:  # noqa: A001 - mirrors traceki
             ) from None
         raise TraceFormatError(path, f"not a DuckDB database ({first})") from None
     database.check_version(con, path)
-    return Trace(con, path, read_only=read_only)
+    return Trace(con, path, read_only=read_only, allow_files=allow_files)
 
 
 # DuckDB's words for a file another process holds (not "lock" inside "block" of a corrupt file).
@@ -273,6 +333,7 @@ def load(
     memory_limit: str | None = None,
     link: bool = False,
     waiting: Callable[[float], None] | None = None,
+    allow_files: bool | None = None,
 ) -> Trace:
     """Load trace files or directories (or open a ``.duckdb``) into a ``Trace``.
 
@@ -283,21 +344,26 @@ def load(
     ``link=True`` builds the linked tables now rather than on first use (with
     ``cache``, in the same pass as the load when the cache has no database yet).
     ``waiting(seconds)`` is called while another process builds the same cache entry.
+    ``allow_files=True`` lets SQL read and write files (off by default; see ``open``).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     paths = list(paths)
     if len(paths) == 1 and is_database(paths[0]) and output is None:
-        trace = open(paths[0])
+        trace = open(paths[0], allow_files=allow_files)
         return trace.link() if link else trace
     if output is not None:
         return open(
             database.build_file(
                 paths, Path(output), progress=progress, warn=warn, memory_limit=memory_limit, linked=link
-            )
+            ),
+            allow_files=allow_files,
         )
     if cache:
-        return open(database.cached_build(paths, progress=progress, warn=warn, linked=link, waiting=waiting))
+        return open(
+            database.cached_build(paths, progress=progress, warn=warn, linked=link, waiting=waiting),
+            allow_files=allow_files,
+        )
     con = duckdb.connect()
     database.build(con, discover(paths), progress=progress, warn=warn, linked=link)
-    return Trace(con, None)
+    return Trace(con, None, allow_files=allow_files)

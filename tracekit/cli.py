@@ -7,6 +7,8 @@ library raises become one ``Error: ...`` line and exit code 1 in ``main``.
 from __future__ import annotations
 
 import functools
+import inspect
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -14,7 +16,7 @@ from pathlib import Path
 import click
 import duckdb
 
-from . import __version__, api, console, database, diff, humanize, queries, render
+from . import __version__, api, console, database, diff, humanize, outputs, queries, render, sqlsafety
 from .errors import ParameterError, TracekitError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -41,10 +43,22 @@ def output_options(fn):
     @table_options
     @functools.wraps(fn)
     def wrapper(*args, fmt, output, wide, rows, **kwargs):
+        rows_shown = rows
         if fmt == "parquet" and output is None:
             raise click.UsageError("-f parquet needs -o FILE (or -o - into a pipe)")
-        table = fn(*args, **kwargs)
-        render.render(table, fmt, out=sys.stdout, path=output, **table_style(wide, rows))
+        # The command's inputs may not be overwritten by its output.
+        inputs = [kwargs[k] for k in ("source", "a", "b") if isinstance(kwargs.get(k), str)]
+        if output is not None and not render.is_stdout(output):
+            outputs.target(output, inputs)  # refuse a device or an input before any work
+
+        def emit(rows) -> None:
+            render.render(rows, fmt, out=sys.stdout, path=output, inputs=inputs, **table_style(wide, rows_shown))
+
+        if "emit" in inspect.signature(fn).parameters:
+            kwargs["emit"] = emit  # the command streams its rows while its trace is open
+        result = fn(*args, **kwargs)
+        if result is not None:
+            emit(result)
 
     return wrapper
 
@@ -149,7 +163,13 @@ queries_opt = click.option(
 @click.group(context_settings=CONTEXT)
 @click.version_option(__version__, "-V", "--version")
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
-def cli(debug):
+@click.option(
+    "--allow-files",
+    is_flag=True,
+    help="Let SQL (tracekit sql, named queries) read and write files, e.g. COPY ... TO or read_csv "
+    "(off by default; also $TRACEKIT_ALLOW_FILES=1; see docs/safety.md).",
+)
+def cli(debug, allow_files):
     """Analyze PyTorch profiler (Kineto / Chrome-JSON) traces with SQL.
 
     SOURCE arguments take a .duckdb written by 'tracekit load' or a raw trace
@@ -162,6 +182,8 @@ def cli(debug):
       tracekit query gpu_timeline run.duckdb
     """
     # --debug is read by main(), which turns errors into one line unless it is given.
+    if allow_files:
+        os.environ["TRACEKIT_ALLOW_FILES"] = "1"
 
 
 @cli.command(context_settings=CONTEXT)
@@ -203,6 +225,7 @@ def load(paths, output, force, quiet, memory_limit, link_now):
     """
     if output.exists() and not force:
         raise TracekitError(f"{output}: already exists (use --force to replace it)")
+    outputs.target(output, paths)  # refuse a device or an input before any work
     progress = console.Progress(not quiet)
     try:
         trace = api.load(
@@ -222,15 +245,16 @@ def load(paths, output, force, quiet, memory_limit, link_now):
 @click.argument("sql")
 @cache_opt
 @output_options
-def sql(source, sql, no_cache):
+def sql(source, sql, no_cache, emit):
     """Run a SQL query against SOURCE.
 
     \b
     Example:
       tracekit sql run.duckdb "SELECT name, count(*) FROM gpu_ops GROUP BY name ORDER BY 2 DESC"
     """
+    sqlsafety.statement_text(sql)
     with open_source(source, cache=not no_cache) as trace:
-        return trace.arrow(sql)
+        emit(trace.batches(sql))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -241,7 +265,7 @@ def sql(source, sql, no_cache):
 @rules_opt
 @cache_opt
 @output_options
-def query(name, source, params, query_dirs, rule_dirs, no_cache):
+def query(name, source, params, query_dirs, rule_dirs, no_cache, emit):
     """Run the named query NAME against SOURCE.
 
     'tracekit queries' lists the queries and their parameters.
@@ -255,10 +279,9 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache):
     bound = _params(params)
     q.bind(bound)  # fail on bad parameters before loading anything
     with open_source(source, cache=not no_cache, link=api.needs_link(duckdb.connect(), q.sql)) as trace:
-        result = trace.use_rules(rule_dirs).query_arrow(q.id, bound, query_dirs)
+        emit(trace.use_rules(rule_dirs).query_batches(q.id, bound, query_dirs))
         if "include_orphans" in q.params and not q.bind(bound)["include_orphans"]:
             console.orphan_note(trace.orphans(), "-p include_orphans=true")
-        return result
 
 
 @cli.command(context_settings=CONTEXT)
@@ -354,6 +377,9 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
 
     if render.is_stdout(html_path) and render.is_stdout(json_path):
         raise click.UsageError("only one of --html and --json can be '-' (stdout)")
+    for path in (html_path, json_path):
+        if path is not None and not render.is_stdout(path):
+            outputs.target(path, sources)  # refuse a device or an input before any work
     traces = []
     progress = console.Steps(not quiet, "report")
     try:
@@ -370,7 +396,7 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
             sys.stdout.write(text())
             to_stdout = True
         elif path is not None:
-            path.write_text(text(), encoding="utf-8")
+            outputs.write_text(path, text(), inputs=sources)
             if not quiet:
                 click.echo(f"wrote {path}", err=True)
     if not to_stdout and (not quiet or not (html_path or json_path)):
@@ -431,6 +457,8 @@ def list_queries(query_dirs, verbose):
     Example:
       tracekit queries -v
     """
+    for problem in queries.broken(query_dirs).values():
+        console.warn(f"skipped a broken query file: {problem}")
     for q in sorted(queries.library(query_dirs).values(), key=lambda q: q.id):
         click.echo(f"{q.id:32} {q.title}")
         if verbose:
@@ -612,9 +640,10 @@ def export_perfetto(source, output, label, quiet, rule_dirs, no_cache):
     """
     from . import export
 
+    outputs.target(output, [source])  # refuse a device or the input before any work
     with open_source(source, cache=not no_cache, quiet=quiet) as trace:
         trace_id, label = export.pick_trace(trace.use_rules(rule_dirs), label)
-        done = export.export_perfetto(trace, output, trace_id=trace_id)
+        done = export.export_perfetto(trace, output, trace_id=trace_id, inputs=[source])
     if not quiet:
         click.echo(
             f"{output}: {label}: {done.events:,} events + {done.stage_events:,} stage slices on "
@@ -624,22 +653,48 @@ def export_perfetto(source, output, label, quiet, rule_dirs, no_cache):
 
 
 def main(argv=None) -> int:
-    """Entry point: run the CLI, turning tracekit errors into one-line messages."""
+    """Entry point: run the CLI; every error, expected or not, ends as one line (``--debug``: the traceback)."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         cli.main(args=argv, prog_name="tracekit", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         return 1
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        return 130
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
-    except (TracekitError, duckdb.Error, OSError, ValueError) as exc:
+    except BrokenPipeError:
+        # The reader of stdout went away (| head): not an error; keep Python from complaining at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except Exception as exc:
         if debug:
             traceback.print_exc()
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        click.echo(f"Error: {message}", err=True)
+        click.echo(f"Error: {error_line(exc, debug)}", err=True)
         return 1
     return 0
+
+
+def error_line(exc: BaseException, debug: bool = False) -> str:
+    """The one line an error is reported with."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    if isinstance(exc, (TracekitError, duckdb.Error, OSError, ValueError)) and first:
+        if isinstance(exc, OSError) and outputs.is_space_error(exc):
+            return f"{first} (out of space: free some, or set TMPDIR for the staging copy of a load)"
+        return first
+    if isinstance(exc, MemoryError):
+        return (
+            "out of memory: write large results with -o FILE (any -f; parquet is smallest), "
+            "or lower TRACEKIT_MEMORY_LIMIT"
+        )
+    if isinstance(exc, RecursionError):
+        return "input nested too deeply to process" + ("" if debug else " (rerun with --debug for the traceback)")
+    hint = "" if debug else " (rerun with --debug for the traceback)"
+    return f"unexpected {type(exc).__name__}" + (f": {first}" if first else "") + hint

@@ -255,10 +255,6 @@ def _build_file(
         try:
             build(con, sources, progress=progress, warn=warn, linked=linked)
             con.execute("CHECKPOINT")
-        except duckdb.Error as exc:
-            if outputs.is_space_error(exc):
-                raise outputs.space_error(out, exc, "building the database") from None
-            raise
         finally:
             con.close()
     return out

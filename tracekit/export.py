@@ -30,15 +30,14 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
+from . import outputs
 from .errors import TracekitError
 
 STAGE_CAT = "tracekit_stage"
@@ -140,7 +139,7 @@ def pick_trace(trace, label: str | None = None) -> tuple[int, str]:
     raise TracekitError(f"no trace labelled {label!r} (the source holds: {labels})")
 
 
-def export_perfetto(trace, out, trace_id: int | None = None, label: str | None = None) -> ExportSummary:
+def export_perfetto(trace, out, trace_id: int | None = None, label: str | None = None, inputs=()) -> ExportSummary:
     """Write one trace of ``trace`` to ``out`` as Chrome JSON with attention tracks added.
 
     ``trace_id`` or ``label`` (traces.trace) chooses the trace; by default the
@@ -160,7 +159,7 @@ def export_perfetto(trace, out, trace_id: int | None = None, label: str | None =
     con = trace.con
     try:
         plan = _plan(con, trace_id)
-        _write_atomic(out, lambda f: _write(con, trace_id, plan, f))
+        _write_atomic(out, lambda f: _write(con, trace_id, plan, f), inputs)
     except duckdb.Error as exc:
         raise TracekitError(f"exporting {label} failed: {str(exc).strip().splitlines()[0]}") from None
     return ExportSummary(
@@ -366,23 +365,14 @@ def _write(con, trace_id: int, plan: _Plan, f) -> None:
     f.write(b"\n]}\n")
 
 
-def _write_atomic(out: Path, write) -> None:
+def _write_atomic(out: Path, write, inputs=()) -> None:
     """Run ``write(binary_file)`` into a temporary file beside ``out``, then rename it to ``out``."""
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    except OSError as exc:
-        raise TracekitError(f"{out}: cannot write there ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if out.name.endswith(".gz"):
-                with gzip.GzipFile(filename=out.name[:-3], mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL) as gz:
-                    write(gz)
-            else:
-                write(raw)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    def put(raw) -> None:
+        if out.name.endswith(".gz"):
+            with gzip.GzipFile(filename=out.name[:-3], mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL) as gz:
+                write(gz)
+        else:
+            write(raw)
+
+    outputs.write(out, put, inputs)

@@ -156,14 +156,21 @@ def _fit(cols: list[Column], body: list[list[str]], width: int) -> tuple[list[li
 
 
 def table_text(
-    table: pa.Table, width: int | None = DEFAULT_WIDTH, rows: int | None = DEFAULT_ROWS, wide: bool = False
+    table: pa.Table,
+    width: int | None = DEFAULT_WIDTH,
+    rows: int | None = DEFAULT_ROWS,
+    wide: bool = False,
+    total: int | None = None,
 ) -> str:
-    """``table`` as aligned text for a terminal (see the module doc); ``rows`` 0 or None: all."""
+    """``table`` as aligned text for a terminal (see the module doc); ``rows`` 0 or None: all.
+
+    ``total``: the result's row count when ``table`` holds only its first rows (streamed output).
+    """
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    total_rows = table.num_rows
+    total_rows = table.num_rows if total is None else total
     shown = table if not rows or total_rows <= rows else table.slice(0, rows)
     cols, body = cells(shown)
     hidden: list[str] = []

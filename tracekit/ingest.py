@@ -27,7 +27,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import readers, schema
+from . import outputs, readers, schema
 from .errors import NotATraceError, TraceFormatError
 from .kinds import kind_join_sql
 from .readers import StagedTrace
@@ -90,7 +90,8 @@ def ingest(
     """
     total = sum(s.path.stat().st_size for s in sources)
     labels = trace_labels([s.path for s in sources])
-    workdir = Path(tempfile.mkdtemp(prefix="tracekit-stage-", dir=tmp_dir))
+    outputs.clean_staging(tmp_dir)  # what loads killed mid-way left behind
+    workdir = Path(tempfile.mkdtemp(prefix=outputs.stage_prefix(), dir=tmp_dir))
     done = 0
     skipped: list[str] = []
     loaded = 0
@@ -125,6 +126,15 @@ def ingest(
             loaded += _load_batch(con, batch, workdir)
         if progress:
             progress(total, total, "")
+    except (OSError, duckdb.Error) as exc:
+        # Python writes only the staging copy; DuckDB's errors name the file they failed on.
+        if outputs.is_space_error(exc) and (isinstance(exc, OSError) or str(workdir) in str(exc)):
+            raise TraceFormatError(
+                sources[0].path,
+                f"out of space while staging in {workdir.parent} (TMPDIR: a load needs about the uncompressed "
+                "trace's size there; set TMPDIR to a folder with room)",
+            ) from None
+        raise
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if skipped and warn:

@@ -425,9 +425,13 @@ def _python_functions(con, kind: str = "TABLE") -> None:
             SELECT id, trace_id, name, pid, tid, ts_ns, dur_ns, end_ns, {typed}
             FROM (SELECT *, {parse} FROM slices WHERE kind = 'python_function')
         )
+        -- Python ids repeat in long recordings and merged files: the parent is the frame of that id
+        -- whose time contains the child's (the innermost, if several), so each frame keeps one row.
         SELECT f.*, p.id AS parent_id
         FROM f LEFT JOIN f p
           ON p.trace_id = f.trace_id AND p.pid = f.pid AND p.tid = f.tid AND p.python_id = f.python_parent_id
+             AND p.id <> f.id AND p.ts_ns <= f.ts_ns AND f.end_ns <= p.end_ns
+        QUALIFY row_number() OVER (PARTITION BY f.id ORDER BY p.ts_ns DESC NULLS LAST, p.dur_ns, p.id) = 1
         """
     )
 

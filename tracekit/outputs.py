@@ -149,7 +149,7 @@ def replacing(path, inputs: Iterable = ()) -> Iterator[Path]:
         if not tmp.exists():
             raise TracekitError(f"{path}: nothing was written")
         _publish(tmp, path)
-    except OSError as exc:
+    except Exception as exc:  # OSError, or DuckDB's IOException naming the temporary file
         if is_space_error(exc):
             raise space_error(path, exc) from None
         raise

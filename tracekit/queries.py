@@ -201,8 +201,12 @@ def _lookup(lib: dict[str, Query], name: str) -> Query | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def resolve(lib: dict[str, Query]) -> dict[str, Query]:
-    """Compose every query with the queries it ``@uses`` (recursively); errors name the file."""
+def resolve(lib: dict[str, Query], broken: dict[str, str] | None = None) -> dict[str, Query]:
+    """Compose every query with the queries it ``@uses`` (recursively); errors name the file.
+
+    With ``broken``, a user query that cannot be composed is recorded there
+    (id -> error) and left out instead of failing the whole library.
+    """
     done: dict[str, Query] = {}
 
     def compose(q: Query, stack: tuple[str, ...]) -> Query:
@@ -237,7 +241,16 @@ def resolve(lib: dict[str, Query]) -> dict[str, Query]:
         done[q.id] = out
         return out
 
-    return {qid: compose(q, ()) for qid, q in lib.items()}
+    out: dict[str, Query] = {}
+    shipped = shipped_dir()
+    for qid, q in lib.items():
+        try:
+            out[qid] = compose(q, ())
+        except QueryError as exc:
+            if broken is None or q.path.is_relative_to(shipped):
+                raise
+            broken[qid] = str(exc)
+    return out
 
 
 def shipped_dir() -> Path:
@@ -261,19 +274,37 @@ def search_path(extra_dirs=()) -> list[Path]:
     return dirs
 
 
-def library(extra_dirs=()) -> dict[str, Query]:
-    """All queries by id. A user query with a shipped query's id replaces it."""
+def _load(extra_dirs=()) -> tuple[dict[str, Query], dict[str, str]]:
+    """(queries by id, broken user query files by id -> error)."""
     out: dict[str, Query] = {}
+    broken: dict[str, str] = {}
+    shipped = shipped_dir()
     for root in search_path(extra_dirs):
         for path in sorted(root.rglob("*.sql")):
             qid = ".".join(path.relative_to(root).with_suffix("").parts)
-            out[qid] = parse(path, qid)
-    return resolve(out)
+            try:
+                out[qid] = parse(path, qid)
+            except (QueryError, OSError, UnicodeDecodeError) as exc:
+                if root == shipped:
+                    raise
+                # One broken user file must not break every other query: it is reported by name.
+                broken[qid] = str(exc) if isinstance(exc, QueryError) else f"{path}: cannot read ({exc})"
+    return resolve(out, broken), broken
+
+
+def library(extra_dirs=()) -> dict[str, Query]:
+    """All queries by id. A user query with a shipped query's id replaces it; broken user files are left out."""
+    return _load(extra_dirs)[0]
+
+
+def broken(extra_dirs=()) -> dict[str, str]:
+    """User query files that could not be read, parsed or composed: id -> the error naming the file."""
+    return _load(extra_dirs)[1]
 
 
 def find(name: str, extra_dirs=()) -> Query:
     """Look a query up by id or bare name."""
-    lib = library(extra_dirs)
+    lib, bad = _load(extra_dirs)
     if name in lib:
         return lib[name]
     matches = [q for q in lib.values() if q.name == name]
@@ -281,6 +312,9 @@ def find(name: str, extra_dirs=()) -> Query:
         return matches[0]
     if matches:
         raise QueryError(f"query name {name!r} is ambiguous: {', '.join(q.id for q in matches)}")
+    for qid, problem in bad.items():
+        if name in (qid, qid.rsplit(".", 1)[-1]):
+            raise QueryError(problem)
     names = list(lib) if "." in name else [q.name for q in lib.values()]
     raise QueryError(f"no query named {name!r}{suggest(name, names)} (run 'tracekit queries' to list them)")
 

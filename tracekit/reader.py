@@ -94,6 +94,9 @@ class _NeedMore(Exception):
     """The head of the file is incomplete in the buffer read so far."""
 
 
+_TOO_DEEP = "JSON nested too deeply (arrays or objects hundreds of levels deep)"
+
+
 def _json_error(path: Path, text: str, exc: json.JSONDecodeError, offset: int = 0) -> TraceFormatError:
     # Report the position in the whole file, not in our buffer.
     line = text.count("\n", 0, exc.pos) + 1
@@ -152,6 +155,8 @@ def _parse_head(text: str, at_eof: bool, path: Path):
         if isinstance(exc, IndexError):
             raise TraceFormatError(path, "truncated JSON: the file ends inside the top-level object") from None
         raise _json_error(path, text, exc) from None
+    except RecursionError:
+        raise TraceFormatError(path, f"{_TOO_DEEP} before the 'traceEvents' array") from None
 
 
 def _tail_object(text: str, i: int) -> dict | None:
@@ -171,7 +176,7 @@ def _tail_object(text: str, i: int) -> dict | None:
             j = _skip_ws(text, j)
         if text[j] != "}" or _skip_ws(text, j + 1) != len(text):
             return None
-    except (IndexError, json.JSONDecodeError):
+    except (IndexError, json.JSONDecodeError, RecursionError):
         return None
     return out
 
@@ -372,6 +377,8 @@ def stage_exact(path: Path, workdir: Path, stem: str) -> StagedTrace:
         raise TraceFormatError(path, f"invalid JSON at line {line} column {col}: {exc.msg}") from None
     except IndexError:
         raise TraceFormatError(path, "truncated JSON: the file ends inside the events array") from None
+    except RecursionError:
+        raise TraceFormatError(path, f"{_TOO_DEEP} in the events array") from None
     return StagedTrace(path, form, header, [out_path], len(text), exact=True)
 
 

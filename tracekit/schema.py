@@ -494,7 +494,7 @@ dur_ns BIGINT  Duration, ns.
 end_ns BIGINT  End, ns.
 python_id BIGINT {Python id}  args["Python id"].
 python_parent_id BIGINT {Python parent id}  args["Python parent id"]: the enclosing frame's python_id.
-parent_id BIGINT <ref:python_functions.id>  The enclosing frame's id (python_functions.id), NULL at the top.
+parent_id BIGINT <ref:python_functions.id>  The enclosing frame's id (python_functions.id): the frame with python_parent_id whose time contains this one (ids repeat in long recordings), NULL at the top.
 """),
     ),
     Table(

@@ -39,8 +39,11 @@ def discover(paths) -> list[Source]:
             if not found:
                 raise TraceFormatError(path, "directory holds no *.json or *.json.gz files")
             items = [Source(p, True) for p in found]
-        elif path.exists():
+        elif path.is_file():
             items = [Source(path, False)]
+        elif path.exists():
+            # Reading a FIFO or a device could block forever or never end.
+            raise TraceFormatError(path, "not a regular file (a FIFO, device or socket): give a trace file")
         else:
             raise TraceFormatError(path, "no such file or directory")
         for item in items:

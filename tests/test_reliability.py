@@ -1,0 +1,245 @@
+"""No traceback on any input; SQL without file access; one broken query file stays one problem.
+
+Inputs are small synthetic traces whose truth is known by construction
+(written here, or tests/synthetic.py's "math" variant).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from synthetic import post_variants
+
+import tracekit
+from tracekit import outputs, render
+from tracekit.cli import main
+
+
+@pytest.fixture
+def trace_file(tmp_path):
+    path = tmp_path / "math.json.gz"
+    post_variants()["math"].write(path)
+    return path
+
+
+def _one_line(capsys, code: int, *needles: str) -> str:
+    err = capsys.readouterr().err.strip()
+    assert code == 1
+    assert len(err.splitlines()) == 1 and err.startswith("Error: "), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("where", ["header", "event", "event_then_bad_json"])
+def test_deep_nesting_is_a_one_line_error(where, tmp_path, capsys):
+    """5,000 levels of nesting (RecursionError in Python's parser): before the events (fast and exact
+    paths parse the header), or in an event of a malformed file (the exact path parses every event)."""
+    path = tmp_path / "deep.json"
+    deep = _deep(5000)
+
+    def event(x: str) -> str:
+        return '{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"x": ' + x + "}}"
+
+    text = {
+        "header": '{"deep": ' + deep + ', "traceEvents": [' + event("1") + "]}",
+        "event": '{"traceEvents": [' + event(deep) + "]}",
+        "event_then_bad_json": '{"traceEvents": [' + event(deep) + ", {]}",
+    }[where]
+    path.write_text(text)
+    out = tmp_path / "x.duckdb"
+    code = main(["load", str(path), "-o", str(out)])
+    if where == "event":  # valid JSON: DuckDB's reader takes any depth
+        assert code == 0
+        with tracekit.open(out) as trace:
+            assert trace.rows("SELECT count(*) FROM events") == [(1,)]
+    else:
+        _one_line(capsys, code, str(path), "nested too deeply")
+        assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("sql", ["", ";", "  ;; ", "/* nothing */ ;"])
+def test_empty_sql_is_a_one_line_error(sql, trace_file, capsys):
+    _one_line(capsys, main(["sql", str(trace_file), sql]), "SQL text is empty")
+
+
+def test_an_unexpected_exception_is_one_line_with_a_hint(monkeypatch, trace_file, capsys):
+    from tracekit import api
+
+    def boom(*a, **k):
+        raise KeyError("surprise")
+
+    monkeypatch.setattr(api, "load", boom)
+    _one_line(capsys, main(["query", "gpu_timeline", str(trace_file)]), "unexpected KeyError", "--debug")
+    assert main(["--debug", "query", "gpu_timeline", str(trace_file)]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_memory_limit_is_validated_not_pasted(trace_file, tmp_path, monkeypatch, capsys):
+    """A quote in TRACEKIT_MEMORY_LIMIT once ran SQL in the user's database."""
+    db = tmp_path / "t.duckdb"
+    tracekit.load(trace_file, output=db).close()
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "1GB'; CREATE TABLE pwned AS SELECT 1; --")
+    code = main(["query", "stage_breakdown", str(db)])
+    _one_line(capsys, code, "TRACEKIT_MEMORY_LIMIT=", "expected a size")
+    monkeypatch.delenv("TRACEKIT_MEMORY_LIMIT")
+    with tracekit.open(db) as trace:
+        assert not trace.rows("SELECT 1 FROM duckdb_tables() WHERE table_name = 'pwned'")
+    _one_line(capsys, main(["load", str(trace_file), "-o", str(tmp_path / "u.duckdb"), "--memory-limit", "lots"]))
+
+
+def test_sql_has_no_file_access_unless_allowed(trace_file, tmp_path, capsys):
+    target = tmp_path / "written.csv"
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a\n41\n")
+    code = main(["sql", str(trace_file), f"COPY (SELECT 1 AS a) TO '{target}'"])
+    _one_line(capsys, code, "disabled by configuration", "--allow-files")
+    assert not target.exists()
+    code = main(["sql", str(trace_file), f"SELECT * FROM read_csv('{secret}')"])
+    _one_line(capsys, code, "--allow-files")
+    # Re-enabling from SQL is refused by DuckDB itself.
+    _one_line(capsys, main(["sql", str(trace_file), "SET enable_external_access = true"]))
+    assert (
+        main(["--allow-files", "sql", str(trace_file), f"SELECT a + 1 AS b FROM read_csv('{secret}')", "-f", "csv"])
+        == 0
+    )
+    assert capsys.readouterr().out == "b\n42\n"
+
+
+def test_a_broken_user_query_is_reported_and_the_rest_still_work(trace_file, tmp_path, capsys):
+    folder = tmp_path / "q"
+    folder.mkdir()
+    (folder / "good.sql").write_text(
+        "-- Count events.\n-- @column n BIGINT  Events.\nSELECT count(*) AS n FROM events\n"
+    )
+    (folder / "bad.sql").write_text("SELECT 1\n")  # no header
+    (folder / "uses_bad.sql").write_text("-- Uses bad.\n-- @uses bad\n-- @column n BIGINT  x.\nSELECT 1 AS n\n")
+    assert main(["queries", "--queries", str(folder)]) == 0
+    out = capsys.readouterr()
+    assert "good" in out.out and "core.gpu_timeline" in out.out
+    assert out.err.count("Warning: skipped a broken query file") == 2
+    assert "bad.sql:1: query has no header" in out.err
+    assert main(["query", "good", str(trace_file), "--queries", str(folder), "-f", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "n"
+    os.environ["TRACEKIT_QUERY_PATH"] = str(folder)  # stages and report read the same library
+    try:
+        assert main(["stages", str(trace_file)]) == 0
+    finally:
+        del os.environ["TRACEKIT_QUERY_PATH"]
+    capsys.readouterr()
+    _one_line(capsys, main(["query", "bad", str(trace_file), "--queries", str(folder)]), "bad.sql:1")
+
+
+def _python_trace(path: Path) -> dict:
+    """Two top-level frames with the same Python id (1), each with a child (id 2, parent 1)."""
+    events = []
+    for k, start in enumerate((1000, 5000)):
+        events.append(
+            {
+                "ph": "X",
+                "cat": "python_function",
+                "name": f"outer{k}",
+                "pid": 1,
+                "tid": 1,
+                "ts": start,
+                "dur": 1000,
+                "args": {"Python id": 1, "Python parent id": None},
+            }
+        )
+        events.append(
+            {"ph": "X", "cat": "python_function", "name": f"inner{k}", "pid": 1, "tid": 1, "ts": start + 10,
+             "dur": 500, "args": {"Python id": 2, "Python parent id": 1}}
+        )  # fmt: skip
+    with gzip.open(path, "wt") as fh:
+        json.dump({"traceEvents": events}, fh)
+    return {"inner0": "outer0", "inner1": "outer1", "outer0": None, "outer1": None}
+
+
+def test_python_functions_with_repeated_ids_keep_one_row_each(tmp_path):
+    """The parent is the frame of that id whose time contains the child's (rows once multiplied)."""
+    path = tmp_path / "py.json.gz"
+    truth = _python_trace(path)
+    with tracekit.load(path) as trace:
+        rows = trace.rows(
+            "SELECT f.name, p.name FROM python_functions f LEFT JOIN python_functions p ON p.id = f.parent_id"
+        )
+    assert dict(rows) == truth
+    assert len(rows) == len(truth)
+
+
+def test_table_output_escapes_terminal_control_characters(trace_file, capsys):
+    assert main(["sql", str(trace_file), "SELECT chr(27) || '[2J' || chr(7) || 'x' AS name"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J\\x07x" in out
+
+
+def test_streamed_output_equals_the_table_rendering(trace_file, tmp_path):
+    """Rows rendered from a batch stream (several batches) match the one-table rendering."""
+    import io
+
+    sql = "SELECT id, name, ts_ns, args FROM events ORDER BY id"
+    with tracekit.load(trace_file) as trace:
+        table = trace.arrow(sql)
+        assert table.num_rows > 50
+        for fmt in ("csv", "json", "ndjson", "table"):
+            whole, streamed = io.StringIO(), io.StringIO()
+            render.render(table, fmt, out=whole)
+            old = render.BATCH_ROWS
+            render.BATCH_ROWS = 7
+            try:
+                render.render(trace.batches(sql), fmt, out=streamed)
+            finally:
+                render.BATCH_ROWS = old
+            if fmt == "table":  # widths come from the first batch: compare the cells
+                streamed_lines, whole_lines = streamed.getvalue().splitlines(), whole.getvalue().splitlines()
+                del streamed_lines[1], whole_lines[1]  # the dashes under the header
+                assert [ln.split() for ln in streamed_lines] == [ln.split() for ln in whole_lines]
+            else:
+                assert streamed.getvalue() == whole.getvalue(), fmt
+        assert json.loads(_json(trace, sql)) == render.records(table)
+
+
+def _json(trace, sql) -> str:
+    import io
+
+    buf = io.StringIO()
+    render.render(trace.batches(sql), "json", out=buf)
+    return buf.getvalue()
+
+
+def test_staging_leftovers_of_a_killed_load_are_removed(tmp_path, trace_file):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / (outputs.stage_prefix().replace(f"-{os.getpid()}-", f"-{int(dead.stdout)}-") + "abc")
+    stale.mkdir()
+    (stale / "t1.0.json").write_text("[]")
+    live = tmp_path / (outputs.stage_prefix() + "mine")
+    live.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracekit", "load", str(trace_file), "-o", str(tmp_path / "x.duckdb"), "-q"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not stale.exists() and live.exists()
+
+
+def test_a_fifo_as_input_is_refused_not_read(tmp_path, capsys):
+    """Reading a FIFO would block until a writer comes, maybe forever."""
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    _one_line(capsys, main(["load", str(fifo), "-o", str(tmp_path / "x.duckdb")]), str(fifo), "not a regular file")
