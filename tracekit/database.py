@@ -20,7 +20,7 @@ from . import __version__, ingest, locks, model, outputs, rules, schema, sqlsafe
 from .errors import TraceFormatError, TracekitError
 from .kinds import GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
 from .sources import Source, discover
-from .sqltext import Macro, in_list
+from .sqltext import Macro, in_list, literal
 
 # Bump whenever a table or column changes meaning: cached databases with
 # another version are rebuilt, user-built ones are refused with advice.
@@ -165,8 +165,12 @@ def link_file(path: Path, waiting=None) -> bool:
     if not writable(path):
         return False
     with locks.exclusive_file(path, "linking it", waiting):
-        con = duckdb.connect(str(path), read_only=True)
+        # The file as it is now: a plain connect could return this process's cached instance of
+        # the file as it was before another linker renamed its copy over it.
+        con = duckdb.connect()
         try:
+            con.execute(f"ATTACH {literal(str(path))} AS linking (READ_ONLY)")
+            con.execute("USE linking")
             if model.is_built(con):
                 return True
             limit = link_memory_limit(con)
