@@ -243,3 +243,69 @@ def test_a_fifo_as_input_is_refused_not_read(tmp_path, capsys):
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)
     _one_line(capsys, main(["load", str(fifo), "-o", str(tmp_path / "x.duckdb")]), str(fifo), "not a regular file")
+
+
+def _events_text(trace_file: Path) -> dict:
+    return json.loads(gzip.decompress(trace_file.read_bytes()))
+
+
+def test_smaller_inputs_end_in_one_line_naming_the_file(trace_file, tmp_path, capsys):
+    doc = _events_text(trace_file)
+    # A header value out of range once gave an error without the file name.
+    doc["deviceProperties"] = [{"id": 0, "totalGlobalMem": 10**30}]
+    hdr = tmp_path / "hdr.json"
+    hdr.write_text(json.dumps(doc))
+    _one_line(capsys, main(["load", str(hdr), "-o", str(tmp_path / "a.duckdb")]), f"{hdr}: a header value", "range")
+    # One invalid UTF-8 byte: the message names the trace, not tracekit's staging copy.
+    raw = json.dumps(_events_text(trace_file)).encode()
+    for name, at in (("event", raw.index(b'"name": "', raw.index(b'"traceEvents"')) + 9), ("header", 2)):
+        bad = tmp_path / f"bad_{name}.json"
+        if name == "header":
+            bad.write_bytes(b'{"x": "\xff", ' + raw[1:])
+        else:
+            bad.write_bytes(raw[:at] + b"\xff" + raw[at:])
+        err = _one_line(capsys, main(["load", str(bad), "-o", str(tmp_path / "b.duckdb")]), f"{bad}:", "UTF-8")
+        assert "tracekit-stage" not in err
+    # DuckDB reads a backslash as a folder separator: said so, before any work.
+    odd = tmp_path / "back\\slash"
+    odd.mkdir()
+    _one_line(capsys, main(["load", str(trace_file), "-o", str(odd / "x.duckdb")]), "backslash")
+
+
+def test_one_empty_rank_does_not_fail_a_directory(trace_file, tmp_path, capsys):
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    (ranks / "rank0.json").write_text(json.dumps(_events_text(trace_file)))
+    (ranks / "rank1.json").write_text('{"traceEvents": []}')
+    assert main(["load", str(ranks), "-o", str(tmp_path / "r.duckdb"), "-q"]) == 0
+    assert "skipped 1 JSON file(s) without trace events" in capsys.readouterr().err
+    with tracekit.open(tmp_path / "r.duckdb") as trace:
+        assert trace.rows("SELECT count(*) FROM traces") == [(1,)]
+    # Named on its own, an empty trace is still an error.
+    _one_line(capsys, main(["load", str(ranks / "rank1.json"), "-o", str(tmp_path / "e.duckdb")]), "is empty")
+
+
+def test_rules_csv_with_a_byte_order_mark(trace_file, tmp_path, capsys):
+    """Excel's "CSV UTF-8" starts with a BOM; the rules read the same with or without it."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "kernel_stages.csv").write_bytes(
+        b"\xef\xbb\xbfpattern,stage,impl,context,attention,note\n^does_not_match$,softmax,,any,yes,bom test\n"
+    )
+    assert main(["stages", str(trace_file), "--rules", str(rules), "-f", "json"]) == 0
+    assert "stage_breakdown" in json.loads(capsys.readouterr().out)
+
+
+def test_the_cache_notices_a_rewrite_with_the_same_size_and_mtime(trace_file, tmp_path, monkeypatch):
+    from tracekit import database
+    from tracekit.sources import discover
+
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "cache"))
+    before = database.cache_key(discover([trace_file]))
+    st = trace_file.stat()
+    data = trace_file.read_bytes()
+    trace_file.unlink()
+    trace_file.write_bytes(data)  # same bytes, same size; a new inode and ctime
+    os.utime(trace_file, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert trace_file.stat().st_size == st.st_size and trace_file.stat().st_mtime_ns == st.st_mtime_ns
+    assert database.cache_key(discover([trace_file])) != before

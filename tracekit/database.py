@@ -251,6 +251,7 @@ def _memory_cap(input_bytes: int) -> str:
 def _build_file(
     sources: list[Source], out: Path, progress, warn, memory_limit=None, linked: bool = False, inputs=()
 ) -> Path:
+    duckdb_path(out)
     limit = sqlsafety.memory_limit(memory_limit, "--memory-limit") if memory_limit else auto_memory_limit(sources)
     with outputs.replacing(out, inputs=[s.path for s in sources] + list(inputs)) as tmp:
         # One checkpoint at the end: automatic ones mid-build rewrite the
@@ -262,6 +263,13 @@ def _build_file(
         finally:
             con.close()
     return out
+
+
+def duckdb_path(path: Path) -> Path:
+    """``path``, if DuckDB can open it: it reads a backslash as a folder separator, on every system."""
+    if "\\" in str(path) and os.sep != "\\":
+        raise TracekitError(f"{path}: DuckDB cannot use a path with a backslash in it; choose another name or folder")
+    return path
 
 
 def check_version(con: duckdb.DuckDBPyConnection, path) -> None:
@@ -304,7 +312,8 @@ def cache_key(sources: list[Source]) -> str:
     h = hashlib.sha256(f"schema={SCHEMA_VERSION};tracekit={__version__};code={_code_fingerprint()}".encode())
     for s in sources:
         st = s.path.stat()
-        h.update(f"|{s.path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
+        # ctime and inode too: a file rewritten with the same size and a restored mtime still changes them.
+        h.update(f"|{s.path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}".encode())
     return h.hexdigest()[:24]
 
 
@@ -318,7 +327,7 @@ def cached_build(paths, progress=None, warn=None, linked: bool = False, waiting=
     others wait for it (``waiting(seconds)``) rather than build it again.
     """
     sources = discover(paths)
-    directory = cache_dir()
+    directory = duckdb_path(cache_dir())
     directory.mkdir(parents=True, exist_ok=True)
     key = cache_key(sources)
     out = directory / f"{key}.duckdb"

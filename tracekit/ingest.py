@@ -19,6 +19,7 @@ parallel as they are written.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -63,6 +64,7 @@ class _Staged:
     staged: StagedTrace
     file_bytes: int
     reader: readers.Reader
+    from_directory: bool = False  # found by walking a directory: an empty one is skipped, not an error
 
 
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -105,7 +107,7 @@ def ingest(
                 progress(done, total, str(source.path))
             rd = readers.for_path(source.path)
             if batch and rd is not batch[0].reader:  # a batch is read by one reader's SELECT
-                loaded += _load_batch(con, batch, workdir)
+                loaded += _load_batch(con, batch, workdir, skipped)
                 batch, batch_bytes = [], 0
             try:
                 st = rd.stage(source.path, workdir, f"t{next_id}")
@@ -115,15 +117,15 @@ def ingest(
                 skipped.append(str(source.path))
                 continue
             size = source.path.stat().st_size
-            batch.append(_Staged(next_id, label, st, size, rd))
+            batch.append(_Staged(next_id, label, st, size, rd, source.from_directory))
             next_id += 1
             batch_bytes += st.body_bytes
             done += size
             if batch_bytes >= BATCH_BYTES:
-                loaded += _load_batch(con, batch, workdir)
+                loaded += _load_batch(con, batch, workdir, skipped)
                 batch, batch_bytes = [], 0
         if batch:
-            loaded += _load_batch(con, batch, workdir)
+            loaded += _load_batch(con, batch, workdir, skipped)
         if progress:
             progress(total, total, "")
     except (OSError, duckdb.Error) as exc:
@@ -184,8 +186,12 @@ def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> No
         except duckdb.Error as exc:
             bad = next((st for st in batch if any(str(p) in str(exc) for p in st.staged.parts)), None)
             if bad is None or bad.staged.exact or "JSON" not in str(exc):
+                # The staging copy's name means nothing to the user: the error names the trace.
+                message = re.sub(r'\s*in file "[^"]*",?', "", _first_line(exc))
+                if "invalid UTF-8" in message:
+                    message += " (the trace must be UTF-8 text)"
                 raise TraceFormatError(
-                    bad.staged.path if bad else batch[0].staged.path, f"cannot load: {_first_line(exc)}"
+                    bad.staged.path if bad else batch[0].staged.path, f"cannot load: {message}"
                 ) from None
             for p in bad.staged.parts:
                 p.unlink(missing_ok=True)
@@ -237,7 +243,7 @@ def _first_line(exc: Exception) -> str:
     return text.split("Error: ", 1)[-1]
 
 
-def _load_batch(con, batch: list[_Staged], workdir: Path) -> int:
+def _load_batch(con, batch: list[_Staged], workdir: Path, skipped: list[str]) -> int:
     id_base = con.execute("SELECT count(*) FROM events").fetchall()[0][0]
     _insert_events(con, batch, workdir, id_base)
     stats = {
@@ -248,13 +254,24 @@ def _load_batch(con, batch: list[_Staged], workdir: Path) -> int:
                 FROM events WHERE id >= {id_base} GROUP BY trace_id"""
         ).fetchall()
     }
+    loaded = 0
     for st in batch:
         if st.trace_id not in stats:
+            if st.from_directory:  # one empty rank does not fail the directory
+                skipped.append(str(st.staged.path))
+                continue
             raise TraceFormatError(st.staged.path, "JSON without events: 'traceEvents' is empty")
-        _insert_trace(con, st, stats[st.trace_id])
+        loaded += 1
+        try:
+            _insert_trace(con, st, stats[st.trace_id])
+        except duckdb.Error as exc:
+            problem = _first_line(exc)
+            if "surrogate" in problem:
+                problem = "invalid UTF-8 in a header string (the trace must be UTF-8 text)"
+            raise TraceFormatError(st.staged.path, f"a header value cannot be stored: {problem}") from None
         for p in st.staged.parts:
             p.unlink(missing_ok=True)
-    return len(batch)
+    return loaded
 
 
 def _check_values(con, batch: list[_Staged], table: str) -> None:

@@ -37,7 +37,8 @@ def search_path(extra_dirs=()) -> list[Path]:
 
 def _read(path: Path, columns: list[str] | None) -> list[dict]:
     rows: list[tuple[int, dict]] = []
-    with open(path, newline="", encoding="utf-8") as fh:
+    # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark.
+    with open(path, newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         header = list(reader.fieldnames or [])
         for row in reader:

@@ -1,0 +1,109 @@
+"""Fuzz: a few hundred mutations of a real trace each end in success or one line naming the file.
+
+The trace is the project's own CPU capture (sample_traces/cpu_attention/flash.json.gz).
+Mutations are drawn by a seeded generator (the same every run): truncations, bad bytes,
+type swaps, deep nesting (in events and before them), deleted structure and duplicate keys. For each, `tracekit load`
+must exit 0 or 1; an error is one `Error:` line that is not an unexpected exception (the
+top-level guard says "unexpected" for those), and nothing is left beside the output or in
+TMPDIR. Every tenth successful load also runs a query that links the database.
+"""
+
+from __future__ import annotations
+
+import gzip
+import random
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tracekit.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = ROOT / "sample_traces" / "cpu_attention" / "flash.json.gz"
+SEED = 15
+SWAPS = ["true", "false", "null", "[]", "{}", '"x"', "1e400", "-1", "-9223372036854775809", '""', "0.5", '"12"']
+_VALUE = re.compile(rb'(?<=": )(-?\d+(\.\d+)?|"[^"\\]*"|true|false|null)')
+
+
+def mutations() -> list[tuple[str, bytes]]:
+    text = gzip.decompress(BASE.read_bytes())
+    rng = random.Random(SEED)
+    out: list[tuple[str, bytes]] = []
+    n = len(text)
+    for _ in range(40):
+        cut = rng.randrange(n)
+        out.append((f"truncate@{cut}", text[:cut]))
+    for _ in range(40):
+        at = rng.randrange(n)
+        bad = rng.choice([b"\xff", b"\x00", b"\xc3", b"\xed\xa0\x80", b"\x1b[2J", b"\\", b'"'])
+        out.append((f"bytes@{at}", text[:at] + bad + text[at:]))
+    values = list(_VALUE.finditer(text))
+    for _ in range(100):
+        m = rng.choice(values)
+        swap = rng.choice(SWAPS).encode()
+        out.append((f"swap@{m.start()}={swap.decode()}", text[: m.start()] + swap + text[m.end() :]))
+    for _ in range(10):
+        m = rng.choice(values)
+        depth = rng.choice([50, 600, 3000])
+        deep = b"[" * depth + b"]" * depth
+        out.append((f"deep{depth}@{m.start()}", text[: m.start()] + deep + text[m.end() :]))
+    first = text.index(b"{") + 1
+    for depth in (100, 900, 1500, 5000, 20000):  # before traceEvents: Python's parser reads the header
+        deep = b"[" * depth + b"]" * depth
+        out.append((f"deephead{depth}", text[:first] + b'"deep": ' + deep + b", " + text[first:]))
+    structure = [i for i, c in enumerate(text) if c in b"{}[],:"]
+    for _ in range(50):
+        at = rng.choice(structure)
+        out.append((f"delete@{at}", text[:at] + text[at + 1 :]))
+    opens = [i for i, c in enumerate(text) if c == ord("{")]
+    for _ in range(10):
+        at = rng.choice(opens) + 1
+        out.append((f"dupkey@{at}", text[:at] + b'"ts": 5, "ph": "X", ' + text[at:]))
+    return out
+
+
+CASES = mutations()
+
+
+@pytest.fixture
+def staging(tmp_path, monkeypatch):
+    folder = tmp_path / "tmpdir"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+@pytest.mark.parametrize("chunk", range(5))
+def test_mutated_traces_end_in_success_or_one_line(chunk, tmp_path, staging, capsys):
+    failures = []
+    loaded = 0
+    for i, (name, data) in enumerate(CASES):
+        if i % 5 != chunk:
+            continue
+        case = tmp_path / f"case{i}"
+        case.mkdir()
+        path = case / "trace.json"
+        path.write_bytes(data)
+        out = case / "t.duckdb"
+        code = main(["load", str(path), "-o", str(out), "-q"])
+        err = capsys.readouterr().err.strip()
+        if code == 0:
+            loaded += 1
+            if loaded % 10 == 1:
+                code = main(["query", "stage_breakdown", str(out), "-f", "csv"])
+                err = capsys.readouterr().err.strip()
+        problem = None
+        if code not in (0, 1):
+            problem = f"exit {code}"
+        elif code == 1 and (len(err.splitlines()) != 1 or not err.startswith("Error: ") or "unexpected" in err):
+            problem = f"not one expected line: {err[:300]!r}"
+        elif code == 1 and not out.exists() and str(path) not in err:
+            problem = f"error does not name the file: {err[:300]!r}"
+        leftovers = [p.name for p in case.iterdir() if p.name.startswith(".")] + [p.name for p in staging.iterdir()]
+        if leftovers:
+            problem = f"leftovers {leftovers}"
+        if problem:
+            failures.append(f"{name}: {problem}")
+    assert not failures, f"{len(failures)} mutation(s) failed:\n" + "\n".join(failures[:10])
