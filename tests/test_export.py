@@ -306,7 +306,7 @@ def test_cli_bad_trace_choice(two_traces, tmp_path, capsys, args, message):
 def test_cli_unwritable_output(variant_files, tmp_path, capsys):
     out = tmp_path / "no_such_dir" / "out.json.gz"
     assert main(["export", "perfetto", str(variant_files["flash"][0]), "-o", str(out)]) == 1
-    assert capsys.readouterr().err == f"Error: {out}: cannot write there (No such file or directory)\n"
+    assert capsys.readouterr().err == f"Error: {out}: directory {out.parent} does not exist\n"
     assert not out.parent.exists()
 
 

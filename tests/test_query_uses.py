@@ -39,11 +39,13 @@ def test_uses_errors_name_the_file(tmp_path):
     head = "-- T.\n--\n-- D.\n--\n"
     _write(tmp_path, "a", head + "-- @uses b\n-- @column x INTEGER  X.\nSELECT 1 AS x ORDER BY x;\n")
     _write(tmp_path, "b", head + "-- @uses a\n-- @column x INTEGER  X.\nSELECT 1 AS x ORDER BY x;\n")
+    # Broken user queries are left out of the library (the rest still work) and named when run.
+    assert {"a", "b"} <= set(queries.broken([tmp_path])) and "a" not in queries.library([tmp_path])
     with pytest.raises(QueryError, match=r"a\.sql: @uses forms a cycle|b\.sql: @uses forms a cycle"):
-        queries.library([tmp_path])
+        queries.find("a", [tmp_path])
     (tmp_path / "b.sql").unlink()
     with pytest.raises(QueryError, match=r"a\.sql: @uses b: no such query"):
-        queries.library([tmp_path])
+        queries.find("a", [tmp_path])
 
 
 def test_a_parameter_declared_but_used_by_nothing_is_still_an_error(tmp_path):
@@ -54,4 +56,4 @@ def test_a_parameter_declared_but_used_by_nothing_is_still_an_error(tmp_path):
         "-- @column trace VARCHAR  Trace.\nSELECT trace FROM gpu_timeline ORDER BY trace;\n",
     )
     with pytest.raises(QueryError, match=r"c\.sql:6: parameter 'nope' is declared but not used"):
-        queries.library([tmp_path])
+        queries.find("c", [tmp_path])
