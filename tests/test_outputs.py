@@ -151,3 +151,27 @@ def test_query_output_to_a_file_matches_stdout(db, tmp_path, capsys):
     assert main(["sql", str(db), "SELECT id, name FROM events ORDER BY id", "-f", "csv", "-o", str(out)]) == 0
     assert main(["sql", str(db), "SELECT id, name FROM events ORDER BY id", "-f", "csv"]) == 0
     assert out.read_text() == capsys.readouterr().out
+
+
+def test_a_full_tmpdir_is_named_in_the_error(trace_file, tmp_path, monkeypatch, capsys):
+    """The staging copy (about the uncompressed trace) goes to TMPDIR: when it fills, the error says so.
+
+    A full TMPDIR is simulated where the staging copy is written (ENOSPC, as the kernel reports it)."""
+    import errno
+    import tempfile
+
+    from tracekit import reader
+
+    staging = tmp_path / "tmpdir"
+    staging.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging))
+
+    def full(self, data, body_offset):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(reader._PartWriter, "write", full)
+    out = tmp_path / "x.duckdb"
+    assert main(["load", str(trace_file), "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"Error: {trace_file}: out of space while staging in {staging} (TMPDIR") and "\n" not in err
+    assert not out.exists() and list(staging.iterdir()) == [] and _hidden(tmp_path) == []
