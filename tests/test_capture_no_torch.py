@@ -26,7 +26,7 @@ def run(code: str) -> subprocess.CompletedProcess[str]:
 def test_import_without_torch():
     proc = run("import capture; print(capture.LABEL_SCHEME, capture.STAGES[0])")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "tracekit-1 qkv_proj\n"
+    assert proc.stdout == "tracekit-1 pre_norm\n"
 
 
 def test_help_without_torch():

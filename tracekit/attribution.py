@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import duckdb
 
-from . import stages
+from . import eager, modules, stages
 from .sqltext import literal
 
 CORE_STAGES = stages.core()
@@ -64,10 +64,23 @@ def build(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
         for t in TABLES:
             con.execute(f"DROP TABLE IF EXISTS temp.{t}")
     _match_names(con)
+    modules.scopes(con)
     _cpu_stages(con, kind)
     _gpu_op_stages(con, kind)
     _attention_calls(con, kind)
-    for t in ("_label_match", "_op_match", "_kernel_match", "_marked", "_xm"):
+    for t in (
+        "_label_match",
+        "_op_match",
+        "_kernel_match",
+        "_module_match",
+        "_marked",
+        "_xm",
+        "_anchor",
+        "_scope_marks",
+        "_scope_pairs",
+        "_eager_marks",
+        "_eager_pairs",
+    ):
         con.execute(f"DROP TABLE IF EXISTS {t}")
 
 
@@ -111,85 +124,133 @@ def _match_names(con) -> None:
         f"{stage_impl}, context := r.context, attention := r.attention = 'yes'",
         subject=KERNEL_BASE,
     )
+    modules.match(con)
+
+
+def resolve(stage: str, pos: str, anchor: str, positional: str) -> str:
+    """SQL: a decided stage with the position-dependent ones resolved.
+
+    ``matmul`` is qk_matmul before the call's softmax and pv_matmul after it
+    (without a softmax: the first matmul is QK^T); ``proj`` is qkv_proj before
+    the call's core and out_proj after it; ``norm`` is pre_norm before the
+    call's first projection, qk_norm between the projections and the core,
+    and out_proj after the core (the output block's norm). When
+    ``positional`` holds (a generic op or module decided, not a label),
+    scale/mask/dropout ops after the core belong to the output block
+    (out_proj: the residual add, the output dropout).
+    """
+    a = anchor
+    return f"""CASE {stage}
+        WHEN 'matmul' THEN
+            CASE WHEN {a}.softmax_pos IS NOT NULL
+                 THEN CASE WHEN {pos} < {a}.softmax_pos THEN 'qk_matmul' ELSE 'pv_matmul' END
+                 WHEN {a}.first_matmul_pos IS NULL OR {pos} <= {a}.first_matmul_pos THEN 'qk_matmul'
+                 ELSE 'pv_matmul' END
+        WHEN 'proj' THEN
+            CASE WHEN {a}.core_pos IS NULL OR {pos} < {a}.core_pos THEN 'qkv_proj' ELSE 'out_proj' END
+        WHEN 'norm' THEN
+            CASE WHEN {a}.core_end_pos IS NOT NULL AND {pos} > {a}.core_end_pos THEN 'out_proj'
+                 WHEN {a}.first_proj_pos IS NOT NULL AND {pos} > {a}.first_proj_pos THEN 'qk_norm'
+                 ELSE 'pre_norm' END
+        WHEN 'scale' THEN CASE WHEN {positional} AND {pos} > {a}.core_end_pos THEN 'out_proj' ELSE 'scale' END
+        WHEN 'mask' THEN CASE WHEN {positional} AND {pos} > {a}.core_end_pos THEN 'out_proj' ELSE 'mask' END
+        WHEN 'dropout' THEN CASE WHEN {positional} AND {pos} > {a}.core_end_pos THEN 'out_proj' ELSE 'dropout' END
+        ELSE {stage} END"""
 
 
 def _cpu_stages(con, kind: str) -> None:
-    # Slices a rule marks (labels and ops), with their position on the axis.
+    # Slices a rule marks (labels and ops), with their position on the axis,
+    # and the module scopes a rule marks.
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _marked AS
-           SELECT s.id, s.kind, c.pos, m.m.stage, m.m.is_call, m.m.impl, m.m.context, m.m.scope, m.m.causal_arg, m.m.rule
+           SELECT s.id, s.id AS mkey, s.kind, c.pos::DOUBLE AS pos, m.m.stage, m.m.is_call, m.m.impl, m.m.context,
+                  m.m.scope, m.m.causal_arg, m.m.rule
            FROM cpu_slices s JOIN _cpu c USING (id)
            JOIN (SELECT name, m, 'user_annotation' AS kind FROM _label_match
                  UNION ALL SELECT name, m, 'cpu_op' FROM _op_match) m
-             ON m.name = s.name AND m.kind = s.kind"""
+             ON m.name = s.name AND m.kind = s.kind
+           UNION ALL
+           SELECT id, mkey, kind, pos, stage, is_call, impl, context, scope, causal_arg, rule FROM _scope_marks"""
     )
     # Each CPU slice with its marked ancestors-or-self; runtime calls (leaves)
-    # take their parent's.
+    # take their parent's; every slice inside a marked module scope.
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _xm AS
            WITH cm AS (
-               SELECT a.id, a.aid AS mid FROM _anc a JOIN _marked m ON m.id = a.aid
-               UNION ALL SELECT id, id FROM _marked
+               SELECT a.id, a.aid AS mkey FROM _anc a JOIN _marked m ON m.mkey = a.aid AND m.kind <> 'module'
+               UNION ALL SELECT id, mkey FROM _marked WHERE kind <> 'module'
            )
-           SELECT cm.id AS x, cm.mid FROM cm
+           SELECT cm.id AS x, cm.mkey FROM cm
            UNION ALL
-           SELECT s.id, cm.mid FROM cpu_slices s JOIN cm ON cm.id = s.parent_id
-           WHERE s.kind IN ('runtime', 'driver')"""
+           SELECT s.id, cm.mkey FROM cpu_slices s JOIN cm ON cm.id = s.parent_id
+           WHERE s.kind IN ('runtime', 'driver')
+           UNION ALL
+           SELECT x, sid FROM _scope_pairs"""
     )
+    # Eager attention (matmul -> softmax -> matmul) where nothing marks a call.
+    eager.find(con)
+    con.execute(
+        """INSERT INTO _marked
+           SELECT id, mkey, kind, pos, stage, is_call, impl, context, scope, causal_arg, rule FROM _eager_marks"""
+    )
+    con.execute("INSERT INTO _xm SELECT x, mkey FROM _eager_pairs")
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _xcall AS
            SELECT x.x, arg_min(m.id, m.pos) AS call_id, min(m.pos) AS call_pos
-           FROM _xm x JOIN _marked m ON m.id = x.mid WHERE m.is_call GROUP BY x.x"""
+           FROM _xm x JOIN _marked m ON m.mkey = x.mkey WHERE m.is_call GROUP BY x.x"""
     )
+    decision = "struct_pack(stage := m.stage, decider := m.id, pos := m.pos, rule := m.rule)"
+    in_context = "(m.context = 'any' OR m.pos >= c.call_pos)"
     con.execute(
-        """CREATE OR REPLACE TEMP TABLE _xdecide AS
-           SELECT x.x, c.call_id,
-                  arg_max(struct_pack(stage := m.stage, decider := m.id, pos := m.pos, rule := m.rule), m.pos)
-                      FILTER (WHERE m.kind = 'user_annotation' AND m.stage IS NOT NULL) AS by_label,
-                  arg_max(struct_pack(stage := m.stage, decider := m.id, pos := m.pos, rule := m.rule), m.pos)
-                      FILTER (WHERE m.kind = 'cpu_op' AND m.stage IS NOT NULL AND m.scope = 'inner'
-                              AND (m.context = 'any' OR m.pos >= c.call_pos)) AS by_inner_op,
-                  arg_min(struct_pack(stage := m.stage, decider := m.id, pos := m.pos, rule := m.rule), m.pos)
-                      FILTER (WHERE m.kind = 'cpu_op' AND m.stage IS NOT NULL AND m.scope <> 'inner'
-                              AND (m.context = 'any' OR m.pos >= c.call_pos)) AS by_outer_op
-           FROM _xm x JOIN _marked m ON m.id = x.mid LEFT JOIN _xcall c ON c.x = x.x
-           GROUP BY x.x, c.call_id"""
+        f"""CREATE OR REPLACE TEMP TABLE _xdecide AS
+            SELECT x.x, c.call_id,
+                   arg_max({decision}, m.pos)
+                       FILTER (WHERE m.kind = 'user_annotation' AND m.stage IS NOT NULL) AS by_label,
+                   arg_max({decision}, m.pos)
+                       FILTER (WHERE m.kind = 'module' AND m.stage IS NOT NULL AND {in_context}) AS by_module,
+                   arg_max({decision}, m.pos)
+                       FILTER (WHERE m.kind = 'cpu_op' AND m.stage IS NOT NULL AND m.scope = 'inner'
+                               AND {in_context}) AS by_inner_op,
+                   arg_min({decision}, m.pos)
+                       FILTER (WHERE m.kind = 'cpu_op' AND m.stage IS NOT NULL AND m.scope <> 'inner'
+                               AND {in_context}) AS by_outer_op
+            FROM _xm x JOIN _marked m ON m.mkey = x.mkey LEFT JOIN _xcall c ON c.x = x.x
+            GROUP BY x.x, c.call_id"""
     )
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _xstage AS
-           SELECT x, call_id, coalesce(by_label, by_inner_op, by_outer_op) AS d,
+           SELECT x, call_id, coalesce(by_label, by_module, by_inner_op, by_outer_op) AS d,
                   CASE WHEN by_label IS NOT NULL THEN 'label'
+                       WHEN by_module IS NOT NULL THEN 'module'
                        WHEN coalesce(by_inner_op, by_outer_op) IS NOT NULL THEN 'op' END AS source
            FROM _xdecide"""
     )
-    # matmul / proj are told apart by where their deciding op sits in the call.
+    # matmul / proj / norm are told apart by where their decider sits in the call.
+    core = ", ".join(map(literal, ("matmul", *CORE_STAGES)))
+    # The core ends with its last product (PV) or fused kernel; scale/mask/dropout ops after it are the output block's.
+    products = ", ".join(map(literal, ("matmul", "qk_matmul", "pv_matmul", "softmax", "fused_attention")))
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _anchor AS
             SELECT call_id,
                    min(d.pos) FILTER (WHERE d.stage = 'softmax') AS softmax_pos,
                    min(d.pos) FILTER (WHERE d.stage = 'matmul') AS first_matmul_pos,
-                   min(d.pos) FILTER (WHERE d.stage IN ('matmul', {", ".join(map(literal, CORE_STAGES))}))
-                       AS core_pos
+                   min(d.pos) FILTER (WHERE d.stage IN ({core})) AS core_pos,
+                   max(d.pos) FILTER (WHERE d.stage IN ({products})) AS core_end_pos,
+                   min(d.pos) FILTER (WHERE d.stage IN ('proj', 'qkv_proj')) AS first_proj_pos
             FROM _xstage WHERE call_id IS NOT NULL GROUP BY call_id"""
     )
+    stage = resolve("x.d.stage", "x.d.pos", "a", "x.source IN ('op', 'module')")
     con.execute(
         f"""
         CREATE {kind} cpu_stages AS
         SELECT s.id, s.trace_id, s.kind, s.name,
-               CASE x.d.stage
-                   WHEN 'matmul' THEN
-                       CASE WHEN a.softmax_pos IS NOT NULL
-                            THEN CASE WHEN x.d.pos < a.softmax_pos THEN 'qk_matmul' ELSE 'pv_matmul' END
-                            WHEN x.d.pos = a.first_matmul_pos THEN 'qk_matmul' ELSE 'pv_matmul' END
-                   WHEN 'proj' THEN
-                       CASE WHEN a.core_pos IS NULL OR x.d.pos < a.core_pos THEN 'qkv_proj' ELSE 'out_proj' END
-                   ELSE coalesce(x.d.stage, 'other') END AS stage,
+               coalesce({stage}, 'other') AS stage,
                coalesce(x.source, 'none') AS source, x.call_id, x.d.decider AS decider_id, x.d.rule,
                s.self_ns
         FROM cpu_slices s LEFT JOIN _xstage x ON x.x = s.id LEFT JOIN _anchor a ON a.call_id = x.call_id
         """
     )
-    for t in ("_xcall", "_xdecide", "_xstage", "_anchor"):
+    for t in ("_xcall", "_xdecide", "_xstage"):
         con.execute(f"DROP TABLE {t}")
 
 
@@ -212,46 +273,67 @@ def _gpu_op_stages(con, kind: str) -> None:
            GROUP BY g.id"""
     )
     core = ", ".join(map(literal, KERNEL_LEVEL_STAGES))
+    # A kernel rule's matmul/proj/norm is resolved by the launch's position in its call.
+    kernel_stage = resolve("km.stage", "launch_pos", "a", "true")
+    cpu_decided = "cpu_source IN ('label', 'module', 'op')"
     con.execute(
         f"""
         CREATE {kind} gpu_op_stages AS
         WITH k AS (
             SELECT g.id, g.trace_id, g.kind, g.name, g.dur_ns, g.orphan, c.stage AS cpu_stage, c.source AS cpu_source,
-                   c.call_id, c.rule AS cpu_rule, gl.d AS gpu_label, km.m AS km
+                   c.call_id, c.rule AS cpu_rule, gl.d AS gpu_label, km.m AS km, p.pos::DOUBLE AS launch_pos
             FROM gpu_ops g
             LEFT JOIN cpu_stages c ON c.id = g.launch_id
+            LEFT JOIN _cpu p ON p.id = g.launch_id
             LEFT JOIN _gpu_label gl ON gl.id = g.id
             LEFT JOIN _kernel_match km ON km.name = g.name
         ),
         d AS (
             SELECT *,
-                   CASE WHEN cpu_source IN ('label', 'op') THEN cpu_source
+                   CASE WHEN {cpu_decided} THEN cpu_source
                         WHEN gpu_label.stage IS NOT NULL THEN 'gpu_annotation'
                         WHEN km.stage IS NOT NULL AND (km.context = 'any' OR call_id IS NOT NULL) THEN 'kernel'
                         ELSE 'none' END AS source
             FROM k
+        ),
+        s AS (
+            SELECT d.*,
+                   CASE WHEN {cpu_decided} THEN cpu_stage
+                        WHEN source = 'gpu_annotation' THEN gpu_label.stage
+                        WHEN source = 'kernel' THEN {kernel_stage}
+                        ELSE 'other' END AS stage
+            FROM d LEFT JOIN _anchor a ON a.call_id = d.call_id
         )
-        SELECT id, trace_id, kind, name,
-               CASE source WHEN 'label' THEN cpu_stage WHEN 'op' THEN cpu_stage
-                           WHEN 'gpu_annotation' THEN gpu_label.stage WHEN 'kernel' THEN km.stage
-                           ELSE 'other' END AS stage,
-               source,
+        SELECT id, trace_id, kind, name, stage, source,
                -- An attention kernel found by name outside any call is a call of its own.
                coalesce(call_id, CASE WHEN source = 'kernel' AND km.stage = 'fused_attention' THEN id END) AS call_id,
-               CASE source WHEN 'label' THEN cpu_rule WHEN 'op' THEN cpu_rule
-                           WHEN 'gpu_annotation' THEN gpu_label.rule WHEN 'kernel' THEN km.rule END AS rule,
+               CASE WHEN {cpu_decided} THEN cpu_rule
+                    WHEN source = 'gpu_annotation' THEN gpu_label.rule WHEN source = 'kernel' THEN km.rule END AS rule,
                kind = 'kernel' AND (coalesce(km.attention, false) AND (km.context = 'any' OR call_id IS NOT NULL)
-                                    OR (CASE source WHEN 'label' THEN cpu_stage WHEN 'op' THEN cpu_stage
-                                                    WHEN 'gpu_annotation' THEN gpu_label.stage END) IN ({core}))
+                                    OR (source <> 'kernel' AND stage IN ({core})))
                    AS attention_kernel,
                km.impl AS kernel_impl, orphan, dur_ns
-        FROM d
+        FROM s
         """
     )
     con.execute("DROP TABLE _gpu_label")
 
 
 def _attention_calls(con, kind: str) -> None:
+    # What defines each call: a label or op (cpu_slices), a module scope
+    # (python_functions) or an eager pattern (its span on the thread).
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _call_def AS
+           SELECT m.id, s.trace_id, s.name AS op, CASE s.kind WHEN 'user_annotation' THEN 'label' ELSE 'op' END
+                      AS call_source, s.ts_ns, s.dur_ns, m.impl
+           FROM _marked m JOIN cpu_slices s USING (id) WHERE m.is_call AND m.kind IN ('user_annotation', 'cpu_op')
+           UNION ALL
+           SELECT m.id, m.trace_id, f.name, 'module', m.ts_ns, m.end_ns - m.ts_ns, m.impl
+           FROM _scope_marks m JOIN python_functions f USING (id) WHERE m.is_call
+           UNION ALL
+           SELECT e.id, s.trace_id, e.op, 'eager', e.ts_ns, e.end_ns - e.ts_ns, e.impl
+           FROM _eager_marks e JOIN cpu_slices s USING (id)"""
+    )
     con.execute(
         f"""
         CREATE {kind} attention_calls AS
@@ -277,44 +359,74 @@ def _attention_calls(con, kind: str) -> None:
                    arg_max(m.impl, m.pos) FILTER (WHERE m.kind = 'cpu_op' AND m.impl IS NOT NULL) AS op_impl,
                    arg_max(m.id, m.pos) FILTER (WHERE m.causal_arg IS NOT NULL) AS shape_op,
                    arg_max(m.causal_arg, m.pos) FILTER (WHERE m.causal_arg IS NOT NULL) AS causal_arg
-            FROM cpu_stages c JOIN _marked m ON m.id = c.id
+            FROM cpu_stages c JOIN _marked m ON m.mkey = c.id
             WHERE c.call_id IS NOT NULL GROUP BY c.call_id
         ),
+        -- Unfused calls: the first QK^T product (bmm / matmul) carries the shapes.
+        qk AS (
+            SELECT c.call_id, arg_min(c.decider_id, m.pos) AS qk_op
+            FROM cpu_stages c JOIN _marked m ON m.mkey = c.decider_id
+            WHERE c.stage = 'qk_matmul' AND c.source = 'op' GROUP BY c.call_id
+        ),
         calls AS (
-            SELECT i.call_id, coalesce(cs.trace_id, gs.trace_id) AS trace_id,
-                   coalesce(cs.name, gs.name) AS op,
-                   CASE WHEN cs.id IS NULL THEN 'kernel' WHEN cs.kind = 'user_annotation' THEN 'label' ELSE 'op' END
-                       AS call_source,
-                   coalesce(io.op_impl, g.kernel_impl, cm.impl,
-                            CASE WHEN coalesce(g.unfused, false) OR coalesce(cp.unfused, false) THEN 'naive' END,
+            SELECT i.call_id, coalesce(cd.trace_id, gs.trace_id) AS trace_id,
+                   coalesce(cd.op, gs.name) AS op, coalesce(cd.call_source, 'kernel') AS call_source,
+                   coalesce(io.op_impl, g.kernel_impl, cd.impl,
+                            CASE WHEN coalesce(g.unfused, false) OR coalesce(cp.unfused, false)
+                                 THEN CASE WHEN cd.call_source IN ('module', 'eager') THEN 'eager' ELSE 'naive' END
+                            END,
                             'unknown') AS impl,
                    coalesce(g.gpu_ops, 0) AS gpu_ops, coalesce(g.gpu_ns, 0) AS gpu_ns,
                    coalesce(g.attention_kernel_ns, 0) AS attention_kernel_ns,
-                   cs.dur_ns AS cpu_ns, cs.ts_ns, coalesce(g.orphan, false) AS orphan,
-                   so.input_dims, so.input_types, so.concrete_inputs, io.causal_arg
+                   cd.dur_ns AS cpu_ns, coalesce(cd.ts_ns, gs_ops.ts_ns) AS ts_ns, coalesce(g.orphan, false) AS orphan,
+                   so.input_dims, so.input_types, so.concrete_inputs, io.causal_arg,
+                   CASE WHEN so.id IS NULL AND regexp_matches(qo.name, '^aten::(bmm|matmul)$') THEN qo.input_dims END
+                       AS qk_dims,
+                   qo.input_types AS qk_types
             FROM ids i
-            LEFT JOIN cpu_slices cs ON cs.id = i.call_id
-            LEFT JOIN gpu_op_stages gs ON gs.id = i.call_id AND cs.id IS NULL
-            LEFT JOIN _marked cm ON cm.id = i.call_id
+            LEFT JOIN _call_def cd ON cd.id = i.call_id
+            LEFT JOIN gpu_op_stages gs ON gs.id = i.call_id AND cd.id IS NULL
+            LEFT JOIN gpu_ops gs_ops ON gs_ops.id = gs.id
             LEFT JOIN gpu g ON g.call_id = i.call_id
             LEFT JOIN cpu cp ON cp.call_id = i.call_id
             LEFT JOIN inner_ops io ON io.call_id = i.call_id
             LEFT JOIN cpu_slices so ON so.id = io.shape_op
+            LEFT JOIN qk ON qk.call_id = i.call_id
+            LEFT JOIN cpu_slices qo ON qo.id = qk.qk_op
+        ),
+        shaped AS (
+            SELECT call_id, trace_id, impl, op, call_source, gpu_ops, gpu_ns, attention_kernel_ns, cpu_ns, orphan, ts_ns,
+                   -- SDPA: query [B, H, Sq, D], key [B, Hkv, Skv, D]. A QK^T product: [B, H, Sq, D] x [B, H, D, Skv],
+                   -- or a 3-D bmm [B*H, Sq, D] x [B*H, D, Skv] that does not tell B and H apart.
+                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(input_dims->>'$[0][0]' AS BIGINT)
+                        WHEN json_array_length(qk_dims->'$[0]') = 4 THEN TRY_CAST(qk_dims->>'$[0][0]' AS BIGINT)
+                   END AS batch,
+                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(input_dims->>'$[0][1]' AS BIGINT)
+                        WHEN json_array_length(qk_dims->'$[0]') = 4 THEN TRY_CAST(qk_dims->>'$[0][1]' AS BIGINT)
+                   END AS heads,
+                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(input_dims->>'$[1][1]' AS BIGINT)
+                        WHEN json_array_length(qk_dims->'$[1]') = 4 THEN TRY_CAST(qk_dims->>'$[1][1]' AS BIGINT)
+                   END AS kv_heads,
+                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(input_dims->>'$[0][2]' AS BIGINT)
+                        ELSE TRY_CAST(qk_dims->>'$[0][#-2]' AS BIGINT) END AS seq_q,
+                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(input_dims->>'$[1][2]' AS BIGINT)
+                        ELSE TRY_CAST(qk_dims->>'$[1][#-1]' AS BIGINT) END AS seq_kv,
+                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(input_dims->>'$[0][3]' AS BIGINT)
+                        ELSE TRY_CAST(qk_dims->>'$[0][#-1]' AS BIGINT) END AS head_dim,
+                   CASE WHEN input_dims IS NULL AND json_array_length(qk_dims->'$[0]') = 3
+                        THEN TRY_CAST(qk_dims->>'$[0][0]' AS BIGINT) END AS bh_3d,
+                   CASE lower(json_extract_string(concrete_inputs, '$[' || causal_arg || ']'))
+                       WHEN 'true' THEN true WHEN 'false' THEN false END AS causal,
+                   coalesce(json_extract_string(input_types, '$[0]'), json_extract_string(qk_types, '$[0]')) AS dtype
+            FROM calls
         )
-        SELECT *,
-               -- FLOPs of the two matmuls (4*B*H*Sq*Skv*D), halved under a causal mask.
-               (4 * batch * heads * seq_q * seq_kv * head_dim * CASE WHEN causal THEN 0.5 ELSE 1 END)::BIGINT AS flops
-        FROM (
         SELECT call_id, trace_id, impl, op, call_source, gpu_ops, gpu_ns, attention_kernel_ns, cpu_ns, orphan, ts_ns,
-               TRY_CAST(input_dims->>'$[0][0]' AS BIGINT) AS batch,
-               TRY_CAST(input_dims->>'$[0][1]' AS BIGINT) AS heads,
-               TRY_CAST(input_dims->>'$[1][1]' AS BIGINT) AS kv_heads,
-               TRY_CAST(input_dims->>'$[0][2]' AS BIGINT) AS seq_q,
-               TRY_CAST(input_dims->>'$[1][2]' AS BIGINT) AS seq_kv,
-               TRY_CAST(input_dims->>'$[0][3]' AS BIGINT) AS head_dim,
-               CASE lower(json_extract_string(concrete_inputs, '$[' || causal_arg || ']'))
-                   WHEN 'true' THEN true WHEN 'false' THEN false END AS causal,
-               json_extract_string(input_types, '$[0]') AS dtype
-        FROM calls)
+               batch, heads, kv_heads, seq_q, seq_kv, head_dim, coalesce(batch * heads, bh_3d) AS batch_heads,
+               causal, dtype,
+               -- FLOPs of the two matmuls (4*B*H*Sq*Skv*D), halved under a causal mask.
+               (4 * coalesce(batch * heads, bh_3d) * seq_q * seq_kv * head_dim
+                  * CASE WHEN causal THEN 0.5 ELSE 1 END)::BIGINT AS flops
+        FROM shaped
         """
     )
+    con.execute("DROP TABLE _call_def")

@@ -326,7 +326,18 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
         click.echo(json.dumps(out, indent=1))
         return
     style = table_style(wide, 0)
-    keep = ["trace", "stage", "gpu_ops", "gpu_ns", "share_pct", "cpu_ns", "gpu_by_label", "gpu_by_op", "gpu_by_kernel"]
+    keep = [
+        "trace",
+        "stage",
+        "gpu_ops",
+        "gpu_ns",
+        "share_pct",
+        "cpu_ns",
+        "gpu_by_label",
+        "gpu_by_module",
+        "gpu_by_op",
+        "gpu_by_kernel",
+    ]
     click.echo("Stage breakdown (stage_breakdown)")
     render.render(breakdown if wide else breakdown.select(keep), "table", out=sys.stdout, **style)
     shown = f"first {call_rows.num_rows} of {total}" if call_rows.num_rows < total else f"{total}"

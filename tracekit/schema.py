@@ -283,6 +283,23 @@ note VARCHAR  Why.
         ),
     ),
     Table(
+        "rule_module_stages",
+        "table",
+        "rules",
+        "Python scope patterns (nn.Module classes, function names) -> attention call and/or stage of the scope's subtree (tracekit/rules/module_stages.csv plus user folders). The first matching row by rule_order wins, so an exclusion row (no call, no stage) listed first keeps a broader row from matching.",
+        _cols(
+            """
+pattern VARCHAR  RE2 regular expression matched against the module class (nn.Module: <Class>_<n> -> <Class>) or the function name (file.py(42): <function>).
+frame VARCHAR  module: the row matches nn.Module scopes; function: other Python frames (with_stack).
+stage VARCHAR  Stage of every CPU slice and GPU op launched inside the scope (proj and norm are resolved by position in the call); empty: none.
+call VARCHAR  yes: the outermost such scope is one attention call (nested ones join it).
+context VARCHAR  any: applies everywhere; call: only inside an attention call.
+note VARCHAR  Why.
+"""
+            + _RULE_COMMON
+        ),
+    ),
+    Table(
         "rule_kernel_stages",
         "table",
         "rules",
@@ -335,16 +352,16 @@ note VARCHAR  Why.
         "cpu_stages",
         "table",
         "attention",
-        "Attention stage of every CPU slice (cpu_slices), decided by labels, then op rules; the basis of CPU-time attribution.",
+        "Attention stage of every CPU slice (cpu_slices), decided by labels, then module scopes, then op rules; the basis of CPU-time attribution.",
         _cols("""
 id BIGINT <unique not_null ref:cpu_slices.id>  cpu_slices.id.
 trace_id INTEGER  traces.trace_id.
 kind VARCHAR  cpu_slices.kind.
 name VARCHAR  Name.
 stage VARCHAR <not_null in:stages>  Attention stage (STAGE_LIST; see docs/attribution.md).
-source VARCHAR  What decided: label, op, or none (then stage is other).
+source VARCHAR  What decided: label, module, op, or none (then stage is other).
 call_id BIGINT <ref:attention_calls.call_id>  The attention call the slice belongs to (attention_calls.call_id), NULL outside one.
-decider_id BIGINT <ref:cpu_slices.id>  The annotation or op whose rule decided (cpu_slices.id).
+decider_id BIGINT  The annotation or op (cpu_slices.id) or module scope (python_functions.id) whose rule decided.
 rule VARCHAR  The pattern of the deciding rule.
 self_ns BIGINT  The slice's self time, ns (cpu_slices.self_ns).
 """),
@@ -353,14 +370,14 @@ self_ns BIGINT  The slice's self time, ns (cpu_slices.self_ns).
         "gpu_op_stages",
         "table",
         "attention",
-        "Attention stage of every GPU op: from its launch's cpu_stages (label, op), else Kineto's gpu_user_annotation (orphans), else kernel-name rules.",
+        "Attention stage of every GPU op: from its launch's cpu_stages (label, module, op), else Kineto's gpu_user_annotation (orphans), else kernel-name rules.",
         _cols("""
 id BIGINT <unique not_null ref:gpu_ops.id>  gpu_ops.id.
 trace_id INTEGER  traces.trace_id.
 kind VARCHAR  kernel, memcpy or memset.
 name VARCHAR  Kernel name.
 stage VARCHAR <not_null in:stages>  Attention stage (see cpu_stages.stage).
-source VARCHAR  What decided: label, op, gpu_annotation, kernel, or none (then stage is other).
+source VARCHAR  What decided: label, module, op, gpu_annotation, kernel, or none (then stage is other).
 call_id BIGINT <ref:attention_calls.call_id>  Attention call (attention_calls.call_id); an attention kernel outside any call is a call of its own.
 rule VARCHAR  The pattern of the deciding rule.
 attention_kernel BOOLEAN  Counted in kernel-level attention time: an attention kernel by name, or a kernel of stage KERNEL_LEVEL_LIST.
@@ -373,28 +390,29 @@ dur_ns BIGINT  Duration, ns.
         "attention_calls",
         "table",
         "attention",
-        "One row per attention call: a range labelled as a call, an attention op (SDPA, flash_attn, vLLM, ...), or an attention kernel found by name outside any call.",
+        "One row per attention call: a range labelled as a call, an attention module scope (nn.Module: *Attention), an attention op (SDPA, flash_attn, vLLM, ...), an eager matmul -> softmax -> matmul found by op order, or an attention kernel found by name outside any call.",
         _cols("""
-call_id BIGINT <unique not_null>  The call's id: the labelled range's or op's cpu_slices.id, or the kernel's gpu_ops.id.
+call_id BIGINT <unique not_null>  The call's id: the labelled range's or op's cpu_slices.id, the module scope's python_functions.id, an eager call's QK^T op (cpu_slices.id), or the kernel's gpu_ops.id.
 trace_id INTEGER  traces.trace_id.
-impl VARCHAR  naive, math, efficient, flash, cudnn, flex, paged, ... or unknown: from the innermost op that names one, else the kernel names, else the label, else naive when QK^T/softmax/PV run unfused.
-op VARCHAR  Name of the label, op or kernel that defines the call.
-call_source VARCHAR  label, op or kernel.
+impl VARCHAR  naive, eager, math, efficient, flash, cudnn, flex, paged, aiter, sage, ... or unknown: from the innermost op that names one, else the kernel names, else the label, else eager (module and eager calls) or naive (labelled calls) when QK^T/softmax/PV run unfused.
+op VARCHAR  Name of the label, op, module scope or kernel that defines the call (eager calls: the three ops, QK^T > softmax > PV).
+call_source VARCHAR  label, module, op, eager or kernel.
 gpu_ops BIGINT  GPU ops launched inside the call.
 gpu_ns BIGINT  Their summed duration: op-level time (helper kernels included), ns.
 attention_kernel_ns BIGINT  Summed duration of the attention kernels only: kernel-level time, ns.
-cpu_ns BIGINT  CPU duration of the call's range or op, ns (NULL for kernel-defined calls).
+cpu_ns BIGINT  CPU duration of the call's range, op or module scope (eager calls: QK^T start to PV end), ns (NULL for kernel-defined calls).
 orphan BOOLEAN  All the call's GPU ops were launched before the trace began.
 ts_ns BIGINT  Start of the call on the CPU (or of the kernel), ns.
-batch BIGINT  Batch size (Input Dims of the SDPA op's query).
+batch BIGINT  Batch size (Input Dims of the SDPA op's query, else of a 4-D QK^T product).
 heads BIGINT  Query heads.
 kv_heads BIGINT  Key/value heads.
 seq_q BIGINT  Query length.
 seq_kv BIGINT  Key/value length.
 head_dim BIGINT  Head dimension.
+batch_heads BIGINT  batch * heads, or the leading dim of a 3-D QK^T bmm ([B*H, Sq, D]), which does not tell B and H apart.
 causal BOOLEAN  is_causal from the op's Concrete Inputs.
 dtype VARCHAR  Query dtype as written (e.g. c10::BFloat16).
-flops BIGINT  4*batch*heads*seq_q*seq_kv*head_dim (QK^T and PV), halved when causal.
+flops BIGINT  4*batch_heads*seq_q*seq_kv*head_dim (QK^T and PV), halved when causal.
 """),
     ),
     Table(

@@ -1,21 +1,23 @@
 -- One row per attention call: implementation, GPU and CPU time, shapes and throughput.
 --
 -- A call is a record_function range labelled as one (attention:<impl>, attn_fwd,
--- sdpa_fwd, ...), an attention op (aten::scaled_dot_product_attention, flash_attn,
--- vllm::unified_attention_with_output, ...), or an attention kernel found by name
--- outside any call (CUDA/HIP-graph replays). gpu_ns is op-level time: every GPU op
+-- sdpa_fwd, ...), an attention module scope (nn.Module: *Attention, with_modules),
+-- an attention op (aten::scaled_dot_product_attention, flash_attn,
+-- vllm::unified_attention_with_output, ...), an eager matmul -> softmax -> matmul
+-- found by op order, or an attention kernel found by name outside any call
+-- (CUDA/HIP-graph replays). gpu_ns is op-level time: every GPU op
 -- launched inside the call, helper kernels included; attention_kernel_ns is
 -- kernel-level time: the attention kernels only. Shapes come from the Input Dims of
--- the SDPA op (record_shapes); flops = 4*B*H*Sq*Skv*D, halved when causal, and
+-- the SDPA op (record_shapes), else of the QK^T product of an unfused call; flops = 4*B*H*Sq*Skv*D, halved when causal, and
 -- tflops_per_s divides them by the kernel-level time. By default calls made only of
 -- orphan GPU ops (launched before the trace began) are left out.
 --
 -- @param include_orphans BOOLEAN = false   Also list calls whose GPU ops were all launched before the trace began.
 -- @column trace VARCHAR               Trace label.
--- @column call_id BIGINT              Call id (the range's or op's cpu_slices.id, or the kernel's gpu_ops.id).
--- @column impl VARCHAR                naive, math, efficient, flash, cudnn, flex, paged, ... or unknown.
--- @column op VARCHAR                  Label, op or kernel that defines the call.
--- @column call_source VARCHAR         label, op or kernel.
+-- @column call_id BIGINT              Call id (the range's or op's cpu_slices.id, the module's python_functions.id, or the kernel's gpu_ops.id).
+-- @column impl VARCHAR                naive, eager, math, efficient, flash, cudnn, flex, paged, ... or unknown.
+-- @column op VARCHAR                  Label, module scope, op or kernel that defines the call.
+-- @column call_source VARCHAR         label, module, op, eager or kernel.
 -- @column gpu_ops BIGINT              GPU ops launched inside the call.
 -- @column gpu_ns BIGINT               Op-level GPU time, nanoseconds.
 -- @column attention_kernel_ns BIGINT  Kernel-level GPU time (attention kernels only), nanoseconds.
@@ -27,12 +29,13 @@
 -- @column seq_q BIGINT                Query length.
 -- @column seq_kv BIGINT               Key/value length.
 -- @column head_dim BIGINT             Head dimension.
+-- @column batch_heads BIGINT          batch * heads, or the leading dim of a 3-D QK^T bmm ([B*H, S, D]).
 -- @column causal BOOLEAN              is_causal of the SDPA op.
 -- @column dtype VARCHAR               Query dtype as written.
 -- @column flops BIGINT                Floating-point operations of QK^T and PV.
 -- @column tflops_per_s DOUBLE         flops / attention_kernel_ns, in TFLOP/s.
 SELECT t.trace, c.call_id, c.impl, c.op, c.call_source, c.gpu_ops, c.gpu_ns, c.attention_kernel_ns, c.cpu_ns,
-       c.orphan, c.batch, c.heads, c.kv_heads, c.seq_q, c.seq_kv, c.head_dim, c.causal, c.dtype, c.flops,
+       c.orphan, c.batch, c.heads, c.kv_heads, c.seq_q, c.seq_kv, c.head_dim, c.batch_heads, c.causal, c.dtype, c.flops,
        round(c.flops / nullif(c.attention_kernel_ns, 0) / 1000.0, 3) AS tflops_per_s
 FROM attention_calls c
 JOIN traces t USING (trace_id)

@@ -1,7 +1,7 @@
 -- Where the time goes, by attention stage: GPU op time and CPU self time per trace.
 --
--- Every GPU op has a stage (gpu_op_stages): from an enclosing stage label, else its
--- launching op, else its kernel name; everything else is "other". gpu_ns sums the
+-- Every GPU op has a stage (gpu_op_stages): from an enclosing stage label, else an
+-- enclosing module scope, else its launching op, else its kernel name; everything else is "other". gpu_ns sums the
 -- GPU ops' durations and share_pct is the stage's share of the trace's GPU op time.
 -- CPU ops (cpu_op, runtime and driver slices) get stages by the same labels and op
 -- rules, and cpu_ns sums their self time, so a CPU-only trace still gets an answer.
@@ -18,14 +18,17 @@
 -- @column cpu_ops BIGINT                 CPU ops (cpu_op, runtime, driver) of this stage.
 -- @column cpu_ns BIGINT                  Their summed self time, nanoseconds.
 -- @column gpu_by_label BIGINT            GPU ops decided by a record_function label.
+-- @column gpu_by_module BIGINT           GPU ops decided by an enclosing module scope (nn.Module / Python frame).
 -- @column gpu_by_op BIGINT               GPU ops decided by their launching op.
 -- @column gpu_by_gpu_annotation BIGINT   GPU ops decided by Kineto's gpu_user_annotation (orphans).
 -- @column gpu_by_kernel BIGINT           GPU ops decided by their kernel name.
 -- @column cpu_by_label BIGINT            CPU ops decided by a label.
+-- @column cpu_by_module BIGINT           CPU ops decided by a module scope.
 -- @column cpu_by_op BIGINT               CPU ops decided by an op rule.
 WITH gpu AS (
     SELECT trace_id, stage, count(*) AS gpu_ops, sum(dur_ns)::BIGINT AS gpu_ns,
            count(*) FILTER (WHERE source = 'label') AS gpu_by_label,
+           count(*) FILTER (WHERE source = 'module') AS gpu_by_module,
            count(*) FILTER (WHERE source = 'op') AS gpu_by_op,
            count(*) FILTER (WHERE source = 'gpu_annotation') AS gpu_by_gpu_annotation,
            count(*) FILTER (WHERE source = 'kernel') AS gpu_by_kernel
@@ -36,6 +39,7 @@ WITH gpu AS (
 cpu AS (
     SELECT trace_id, stage, count(*) AS cpu_ops, sum(self_ns)::BIGINT AS cpu_ns,
            count(*) FILTER (WHERE source = 'label') AS cpu_by_label,
+           count(*) FILTER (WHERE source = 'module') AS cpu_by_module,
            count(*) FILTER (WHERE source = 'op') AS cpu_by_op
     FROM cpu_stages
     WHERE kind IN ('cpu_op', 'runtime', 'driver')
@@ -45,14 +49,16 @@ joined AS (
     SELECT coalesce(g.trace_id, c.trace_id) AS trace_id, coalesce(g.stage, c.stage) AS stage,
            coalesce(g.gpu_ops, 0) AS gpu_ops, coalesce(g.gpu_ns, 0) AS gpu_ns,
            coalesce(c.cpu_ops, 0) AS cpu_ops, coalesce(c.cpu_ns, 0) AS cpu_ns,
-           coalesce(g.gpu_by_label, 0) AS gpu_by_label, coalesce(g.gpu_by_op, 0) AS gpu_by_op,
+           coalesce(g.gpu_by_label, 0) AS gpu_by_label, coalesce(g.gpu_by_module, 0) AS gpu_by_module,
+           coalesce(g.gpu_by_op, 0) AS gpu_by_op,
            coalesce(g.gpu_by_gpu_annotation, 0) AS gpu_by_gpu_annotation, coalesce(g.gpu_by_kernel, 0) AS gpu_by_kernel,
-           coalesce(c.cpu_by_label, 0) AS cpu_by_label, coalesce(c.cpu_by_op, 0) AS cpu_by_op
+           coalesce(c.cpu_by_label, 0) AS cpu_by_label, coalesce(c.cpu_by_module, 0) AS cpu_by_module,
+           coalesce(c.cpu_by_op, 0) AS cpu_by_op
     FROM gpu g FULL OUTER JOIN cpu c ON c.trace_id = g.trace_id AND c.stage = g.stage
 )
 SELECT t.trace, j.stage, j.gpu_ops, j.gpu_ns,
        round(100.0 * j.gpu_ns / nullif(sum(j.gpu_ns) OVER (PARTITION BY j.trace_id), 0), 3) AS share_pct,
-       j.cpu_ops, j.cpu_ns, j.gpu_by_label, j.gpu_by_op, j.gpu_by_gpu_annotation, j.gpu_by_kernel,
-       j.cpu_by_label, j.cpu_by_op
+       j.cpu_ops, j.cpu_ns, j.gpu_by_label, j.gpu_by_module, j.gpu_by_op, j.gpu_by_gpu_annotation, j.gpu_by_kernel,
+       j.cpu_by_label, j.cpu_by_module, j.cpu_by_op
 FROM joined j JOIN traces t USING (trace_id)
 ORDER BY t.trace, j.gpu_ns DESC, j.cpu_ns DESC, j.stage;
