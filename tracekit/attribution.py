@@ -39,6 +39,8 @@ CORE_STAGES = stages.core()
 # Kernel-level time counts these stages' kernels, plus any kernel a rule names an attention kernel.
 KERNEL_LEVEL_STAGES = stages.kernel_level()
 TABLES = ("cpu_stages", "gpu_op_stages", "attention_calls")
+# The core ends with its last product (PV), softmax or fused kernel: scale/mask/dropout after it are the output block's.
+PRODUCTS = ("matmul", "qk_matmul", "pv_matmul", "softmax", "fused_attention")
 
 
 # Kernel rules see the kernel's name without template and parameter lists
@@ -227,8 +229,7 @@ def _cpu_stages(con, kind: str) -> None:
     )
     # matmul / proj / norm are told apart by where their decider sits in the call.
     core = ", ".join(map(literal, ("matmul", *CORE_STAGES)))
-    # The core ends with its last product (PV) or fused kernel; scale/mask/dropout ops after it are the output block's.
-    products = ", ".join(map(literal, ("matmul", "qk_matmul", "pv_matmul", "softmax", "fused_attention")))
+    products = ", ".join(map(literal, PRODUCTS))
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _anchor AS
             SELECT call_id,
@@ -276,6 +277,8 @@ def _gpu_op_stages(con, kind: str) -> None:
     # A kernel rule's matmul/proj/norm is resolved by the launch's position in its call.
     kernel_stage = resolve("km.stage", "launch_pos", "a", "true")
     cpu_decided = "cpu_source IN ('label', 'module', 'op')"
+    core_list = ", ".join(map(literal, ("matmul", *CORE_STAGES)))
+    products = ", ".join(map(literal, PRODUCTS))
     con.execute(
         f"""
         CREATE {kind} gpu_op_stages AS
@@ -296,13 +299,32 @@ def _gpu_op_stages(con, kind: str) -> None:
                         ELSE 'none' END AS source
             FROM k
         ),
+        -- Kernel-decided positions join the call's anchors (inductor launches its GEMMs with no op).
+        ka AS (
+            SELECT call_id,
+                   min(launch_pos) FILTER (WHERE km.stage = 'softmax') AS softmax_pos,
+                   min(launch_pos) FILTER (WHERE km.stage = 'matmul') AS first_matmul_pos,
+                   min(launch_pos) FILTER (WHERE km.stage IN ({core_list})) AS core_pos,
+                   max(launch_pos) FILTER (WHERE km.stage IN ({products})) AS core_end_pos,
+                   min(launch_pos) FILTER (WHERE km.stage IN ('proj', 'qkv_proj')) AS first_proj_pos
+            FROM d WHERE source = 'kernel' AND call_id IS NOT NULL GROUP BY call_id
+        ),
+        a AS (
+            SELECT coalesce(c.call_id, k.call_id) AS call_id,
+                   least(c.softmax_pos, k.softmax_pos) AS softmax_pos,
+                   least(c.first_matmul_pos, k.first_matmul_pos) AS first_matmul_pos,
+                   least(c.core_pos, k.core_pos) AS core_pos,
+                   greatest(c.core_end_pos, k.core_end_pos) AS core_end_pos,
+                   least(c.first_proj_pos, k.first_proj_pos) AS first_proj_pos
+            FROM _anchor c FULL OUTER JOIN ka k ON k.call_id = c.call_id
+        ),
         s AS (
             SELECT d.*,
                    CASE WHEN {cpu_decided} THEN cpu_stage
                         WHEN source = 'gpu_annotation' THEN gpu_label.stage
                         WHEN source = 'kernel' THEN {kernel_stage}
                         ELSE 'other' END AS stage
-            FROM d LEFT JOIN _anchor a ON a.call_id = d.call_id
+            FROM d LEFT JOIN a ON a.call_id = d.call_id
         )
         SELECT id, trace_id, kind, name, stage, source,
                -- An attention kernel found by name outside any call is a call of its own.
