@@ -180,6 +180,9 @@ def test_attention_kernel_beats_a_kv_cache_name_rule(tmp_path):
         ),
         "void (anonymous namespace)::store_kvcache<2048l, 4, false, long>(StoreKVCacheParams)": "kv_cache",
         "sage_fwd": "fused_attention",
+        # Mangled names (as ROCm reports them) are matched demangled and without their template arguments.
+        "_ZN7ck_tile6kentryINS_38FmhaBatchPrefillWithPagedKVCacheKernelIfEEEEvT_": "fused_attention",
+        "_ZN3foo11gemm_kernelIN10flash_attn6ParamsEEEvT_": "other",
         "triton_poi_fused__scaled_dot_product_flash_attention_cat_transpose_view_10": "layout",
         # Generic inductor kernels outside a call are not attention.
         "triton_per_fused__to_copy_addmm_mean_pow_rsqrt_view_7": "other",

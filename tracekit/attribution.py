@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import duckdb
 
-from . import eager, modules, stages
+from . import eager, modules, names, stages
 from .sqltext import literal
 
 CORE_STAGES = stages.core()
@@ -43,10 +43,15 @@ TABLES = ("cpu_stages", "gpu_op_stages", "attention_calls")
 PRODUCTS = ("matmul", "qk_matmul", "pv_matmul", "softmax", "fused_attention")
 
 
-# Kernel rules see the kernel's name without template and parameter lists
-# (the kernel_base macro): argument types (``flashinfer::QuantizationSFLayout``)
-# are not what it does.
-KERNEL_BASE = "kernel_base(n.name)"
+# Kernel rules see the kernel's name demangled (names.demangle: ``_ZN...`` as ROCm
+# reports many kernels) and without template and parameter lists (the kernel_base
+# macro): argument types (``flashinfer::QuantizationSFLayout``) are not what it does.
+# composable_kernel launches every kernel through ``ck_tile::kentry<..., Kernel>``: there the
+# kernel is the template argument.
+KERNEL_BASE = (
+    "CASE WHEN regexp_matches(kernel_base(n.text), '(^|[: ])kentry$') "
+    "THEN kernel_base(regexp_replace(n.text, '^[^<]*<', '')) ELSE kernel_base(n.text) END"
+)
 
 
 def _rule_value(column: str, name: str) -> str:
@@ -118,14 +123,23 @@ def _match_names(con) -> None:
         f"{stage_impl}, is_call := r.call = 'yes', context := r.context, scope := r.scope, "
         "causal_arg := TRY_CAST(nullif(r.causal_arg, '') AS INTEGER)",
     )
+    # Itanium-mangled kernel names (ROCm, some CUDA libraries) are matched demangled.
+    mangled = con.execute(
+        "SELECT DISTINCT name FROM gpu_ops WHERE starts_with(name, '_Z') OR starts_with(name, '__Z')"
+    ).fetchall()
+    pairs = [(n, names.demangle(n)) for (n,) in mangled]
+    con.execute("CREATE OR REPLACE TEMP TABLE _demangled (name VARCHAR, text VARCHAR)")
+    if pairs:
+        con.executemany("INSERT INTO _demangled VALUES (?, ?)", pairs)
     _first_match(
         con,
         "_kernel_match",
-        "SELECT DISTINCT name FROM gpu_ops",
+        "SELECT DISTINCT g.name, coalesce(d.text, g.name) AS text FROM gpu_ops g LEFT JOIN _demangled d USING (name)",
         "rule_kernel_stages",
         f"{stage_impl}, context := r.context, attention := r.attention = 'yes'",
         subject=KERNEL_BASE,
     )
+    con.execute("DROP TABLE _demangled")
     modules.match(con)
 
 

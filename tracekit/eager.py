@@ -74,21 +74,22 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
             qk AS (  -- the nearest product before the softmax, with no other softmax between
                 SELECT sm.id AS sm_id, arg_max(b.id, b.i) AS qk_id, max(b.i) AS qk_i
                 FROM sm JOIN _eager_sib b ON b.lane = sm.lane AND b.parent_id IS NOT DISTINCT FROM sm.parent_id
-                     AND b.i < sm.i AND b.i >= sm.i - {MAX_GAP_BEFORE + 1}
-                WHERE regexp_matches(b.name, '{PRODUCT}') GROUP BY sm.id
+                WHERE sm.i - b.i BETWEEN 1 AND {MAX_GAP_BEFORE + 1} AND regexp_matches(b.name, '{PRODUCT}')
+                GROUP BY sm.id
             ),
             pv AS (  -- the nearest product after it
                 SELECT sm.id AS sm_id, arg_min(b.id, b.i) AS pv_id, min(b.i) AS pv_i
                 FROM sm JOIN _eager_sib b ON b.lane = sm.lane AND b.parent_id IS NOT DISTINCT FROM sm.parent_id
-                     AND b.i > sm.i AND b.i <= sm.i + {MAX_GAP_AFTER + 1}
-                WHERE regexp_matches(b.name, '{PRODUCT}') GROUP BY sm.id
+                WHERE b.i - sm.i BETWEEN 1 AND {MAX_GAP_AFTER + 1} AND regexp_matches(b.name, '{PRODUCT}')
+                GROUP BY sm.id
             ),
             cand AS (
                 SELECT sm.id AS sm_id, sm.i AS sm_i, sm.input_dims, qk.qk_id, qk.qk_i, pv.pv_id, pv.pv_i
                 FROM sm JOIN qk ON qk.sm_id = sm.id JOIN pv ON pv.sm_id = sm.id
+                -- (differences, not comparisons, so DuckDB plans a hash join: see attribution._gpu_label)
                 WHERE NOT EXISTS (SELECT 1 FROM sm o WHERE o.lane = sm.lane
                                   AND o.parent_id IS NOT DISTINCT FROM sm.parent_id
-                                  AND o.i > qk.qk_i AND o.i < pv.pv_i AND o.id <> sm.id)
+                                  AND o.i - qk.qk_i > 0 AND pv.pv_i - o.i > 0 AND o.id <> sm.id)
             )
             SELECT c.*, a.name AS qk_name, z.name AS pv_name, n.name AS sm_name,
                    a.lane, a.pos AS qk_pos, a.k0, z.k1, a.ts_ns, z.end_ns,
