@@ -404,6 +404,7 @@ def test_every_finding_has_a_query_and_a_row():
         "gpu_idle",
         "launch_bound",
         "dominant_kernel",
+        "attention_missed",
     }
     for r in rules:
         assert r.severity in findings.SEVERITIES and r.title and not r.title.endswith(".")
