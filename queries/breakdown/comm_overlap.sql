@@ -1,17 +1,20 @@
 -- Communication overlapped by computation, per trace (one rank): HTA's comm/comp overlap.
 --
 -- Communication: kernels (and memsets) in gpu_breakdown's communication bucket
--- (names with nccl/rccl, any case, or cross_device_reduce). Computation:
--- kernels in its computation bucket, less device-side DMA kernels (names
--- starting dma), as HTA counts memory ops apart. Both are merged per device
--- (all streams); overlapped_ns is the time where a communication and a
--- computation interval of the same device are both active, comm_ns the merged
--- communication time, summed over the trace's devices. overlap_pct = 100 *
--- overlapped_ns / comm_ns (HTA reports the ratio, 0-1). HTA rounds every
--- event to whole microseconds, counts CUDA sync events on a stream as GPU
--- work and drops the last profiler step; tracekit is exact in nanoseconds
--- over the whole trace, counts GPU ops only, and by default leaves out GPU ops
--- launched before the trace began (include_orphans=true counts them, as HTA does).
+-- (names with nccl/rccl, any case, or cross_device_reduce: the project's one
+-- definition; HTA itself counts only names matching ^nccl.*Kernel). Computation:
+-- every other kernel except those HTA counts as memory or sync (names starting
+-- dma or Memset, or containing Memcpy or Sync), so a ROCm rocclr copy kernel
+-- computes here as in HTA (gpu_breakdown files it under memcpy, as TraceLens
+-- does). Both are merged per device (all streams); overlapped_ns is the time
+-- where a communication and a computation interval of the same device are
+-- both active, comm_ns the merged communication time, summed over the trace's
+-- devices. overlap_pct = 100 * overlapped_ns / comm_ns (HTA reports the ratio,
+-- 0-1). HTA rounds every event to whole microseconds, counts CUDA sync events
+-- on a stream as computation and drops the last profiler step; tracekit is
+-- exact in nanoseconds over the whole trace, counts GPU ops only, and by
+-- default leaves out GPU ops launched before the trace began
+-- (include_orphans=true counts them, as HTA does).
 --
 -- @param include_orphans BOOLEAN = false   Also count GPU ops launched before the trace began.
 -- @column trace VARCHAR        Trace label.
@@ -22,8 +25,7 @@
 WITH g AS MATERIALIZED (
     SELECT trace_id, pid, ts_ns, end_ns,
            CASE WHEN gpu_op_category(kind, name) = 'communication' THEN 'comm'
-                WHEN kind = 'kernel' AND gpu_op_category(kind, name) = 'computation' AND NOT starts_with(name, 'dma')
-                    THEN 'comp' END AS side
+                WHEN kind = 'kernel' AND NOT regexp_matches(name, '^dma|^Memset|Memcpy|Sync') THEN 'comp' END AS side
     FROM gpu_op_events
     WHERE $include_orphans OR orphan_cause IS DISTINCT FROM 'launched_before_trace'
 ),
