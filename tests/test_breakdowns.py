@@ -401,3 +401,34 @@ def test_findings_rank_by_the_time_they_explain(tmp_path):
     # A finding explaining under 1 % of the span is left out of the report unless asked for.
     tiny = findings.Finding("x", "q", "t", "warning", "T", "m", [], explains_ns=1, explains_pct=0.01)
     assert not tiny.shown and findings.Finding("y", "q", "t", "info", "T", "m", []).shown
+
+
+def test_range_counters_of_a_cupti_range_profiler_trace(tmp_path):
+    """Kineto's range-profiler output: no kernel events, one cuda_profiler_range per kernel with its counters."""
+    b = TraceBuilder()
+    b.cpu_op("aten::mm", 0, 20_000)
+    b.runtime_call("cudaLaunchKernel", 1_000, 3_000)
+    b.cpu_op("aten::relu", 30_000, 20_000)
+    b.runtime_call("cudaLaunchKernel", 31_000, 3_000)
+    counters = [
+        {"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": 100.0,
+         "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum": 7.0,
+         "dram__bytes_read.sum": 64.0, "dram__bytes_write.sum": 32.0},
+        {"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": 0.0, "dram__bytes_read.sum": 8.0,
+         "dram__bytes_write.sum": 8.0},
+    ]  # fmt: skip
+    for i, (name, args) in enumerate(zip(["sgemm_kernel", "relu_kernel"], counters)):
+        b._add(
+            {
+                "ph": "X", "cat": "cuda_profiler_range", "name": name, "pid": 0, "tid": 0,
+                "ts": b.origin_ns + i * 50_000, "dur": 50_000, "args": args,
+            }
+        )  # fmt: skip
+    trace = _write(b, tmp_path, "ranges.json.gz")
+    assert trace.rows("SELECT count(*) FROM gpu_ops")[0][0] == 0
+    rows = [
+        (r["range_index"], r["name"], r["cpu_op_name"], r["flops"], r["dram_bytes"])
+        for r in trace.query("range_counters").iter_rows(named=True)
+    ]
+    # FMA counts twice; the n-th range is the n-th kernel launch.
+    assert rows == [(1, "sgemm_kernel", "aten::mm", 207.0, 96.0), (2, "relu_kernel", "aten::relu", 0.0, 16.0)]

@@ -14,7 +14,9 @@
 -- microseconds and differs by float noise (under 10 ns). By default GPU ops
 -- launched before the trace began (orphans) are left out, as TraceLens's
 -- timeline does; ops with no correlation id at all count (TraceLens reads only
--- the kernel/gpu_memcpy/gpu_memset categories, so it drops MTIA's).
+-- the kernel/gpu_memcpy/gpu_memset categories, so it drops MTIA's). A CUPTI
+-- range-profiler trace has no GPU op events (all zero here): range_counters
+-- reads its per-kernel counters.
 --
 -- @param include_orphans BOOLEAN = false   Also count GPU ops launched before the trace began.
 -- @column trace VARCHAR     Trace label.
