@@ -15,9 +15,9 @@ from tracekit.cli import main
 GOOD_EVENT = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5, "dur": 2.25}
 
 
-def load_error(tmp_path, capsys, *inputs):
+def load_error(tmp_path, capsys, *inputs, options=()):
     out = tmp_path / "out.duckdb"
-    rc = main(["load", *[str(p) for p in inputs], "-o", str(out), "-q"])
+    rc = main(["load", *[str(p) for p in inputs], "-o", str(out), "-q", *options])
     err = capsys.readouterr().err
     assert rc == 1
     assert not out.exists()
@@ -88,10 +88,11 @@ def test_corrupt_gzip(tmp_path, capsys):
     assert str(path) in line and "gzip" in line
 
 
-def test_one_bad_file_among_good_ones_fails_the_whole_load(tmp_path, capsys):
+def test_one_bad_file_among_good_ones_fails_the_whole_load_in_one_process(tmp_path, capsys):
+    # With --jobs 1 the first bad file stops the load; with workers the others load (tests/test_parallel.py).
     good = write(tmp_path / "good.json", json.dumps({"traceEvents": [GOOD_EVENT]}))
     bad = write(tmp_path / "bad.json", '{"traceEvents": [{"ph": "X", "ts": 1, "dur": -1}]}')
-    line = load_error(tmp_path, capsys, good, bad)
+    line = load_error(tmp_path, capsys, good, bad, options=("--jobs", "1"))
     assert str(bad) in line
 
 

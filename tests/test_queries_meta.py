@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from cluster_synthetic import GOLDEN_JOB, make_job
 from conftest import require_shared
 from synthetic import post_variants
 
@@ -34,6 +35,23 @@ def _synthetic(variant: str):
     return make
 
 
+def _cluster(tmp: Path) -> Path:
+    # Four ranks of one job built from the real NCCL rank 0: skewed clocks, rank 2 late (tests/cluster_synthetic.py).
+    folder = tmp / "cluster_a100_4ranks"
+    make_job(require_shared() / "hta/a100_nccl_rank0.json.gz", folder, **GOLDEN_JOB)
+    return folder
+
+
+def _ranks_flash_math(tmp: Path) -> Path:
+    # Two ranks whose attention differs by construction: rank 0 runs the flash variant, rank 1 the math one.
+    folder = tmp / "synthetic_ranks_flash_math"
+    folder.mkdir()
+    variants = post_variants(["flash", "math"])
+    variants["flash"].write(folder / "rank0.json.gz")
+    variants["math"].write(folder / "rank1.json.gz")
+    return folder
+
+
 def _shared(rel: str):
     return lambda tmp: require_shared() / rel
 
@@ -46,6 +64,8 @@ INPUTS = {
     "mi300_sglang_qwen3-8b_decode_hipgraph": _shared("tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz"),
     "a100_nccl_rank0": _shared("hta/a100_nccl_rank0.json.gz"),
     "mi300_falconsai_vit_sdpa_modules": _shared("tracelens/mi300_falconsai_vit_sdpa_modules.json.gz"),
+    "cluster_a100_4ranks": _cluster,
+    "synthetic_ranks_flash_math": _ranks_flash_math,
 }
 
 

@@ -107,8 +107,11 @@ class Trace:
         path: Path | None = None,
         read_only: bool = False,
         allow_files: bool | None = None,
+        readable: tuple[Path, ...] = (),
     ):
         self._con = con
+        # Folders SQL here may read even without allow_files: a Parquet dataset's own files.
+        self._readable = readable
         self.path = path
         self._read_only = read_only
         # SQL run here (named queries, tracekit sql, trace.con) may not read or write files unless
@@ -168,6 +171,9 @@ class Trace:
     def _guard(self) -> None:
         """Turn DuckDB's file and network access off for this database unless allowed (one way)."""
         if not self.allow_files:
+            if self._readable:
+                dirs = [str(Path(d).resolve()) + "/" for d in self._readable]
+                self._con.execute("SET allowed_directories = $dirs", {"dirs": dirs})
             self._con.execute("SET enable_external_access = false")
 
     def _for(self, sql: str) -> duckdb.DuckDBPyConnection:
@@ -334,8 +340,9 @@ def load(
     link: bool = False,
     waiting: Callable[[float], None] | None = None,
     allow_files: bool | None = None,
+    jobs: int = 1,
 ) -> Trace:
-    """Load trace files or directories (or open a ``.duckdb``) into a ``Trace``.
+    """Load trace files or directories (or open a ``.duckdb`` or a Parquet dataset folder) into a ``Trace``.
 
     ``output`` writes the database to that file (atomically); ``cache=True``
     reuses a database cached for the same unchanged inputs; otherwise the
@@ -345,13 +352,30 @@ def load(
     ``cache``, in the same pass as the load when the cache has no database yet).
     ``waiting(seconds)`` is called while another process builds the same cache entry.
     ``allow_files=True`` lets SQL read and write files (off by default; see ``open``).
+    ``jobs`` > 1 parses the files of an ``output`` build in that many worker
+    processes (``parallel``): a file that fails is reported and the others
+    load (``parallel.PartialLoadError`` names the failures after ``output``
+    is written).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     paths = list(paths)
+    if len(paths) == 1 and output is None and Path(paths[0]).is_dir() and (Path(paths[0]) / "manifest.json").is_file():
+        from . import dataset
+
+        trace = dataset.open(paths[0], allow_files=allow_files)
+        return trace.link() if link else trace
     if len(paths) == 1 and is_database(paths[0]) and output is None:
         trace = open(paths[0], allow_files=allow_files)
         return trace.link() if link else trace
+    if output is not None and jobs > 1 and len(discover(paths)) > 1:
+        from . import parallel
+
+        return open(
+            parallel.build_file(
+                paths, Path(output), jobs=jobs, progress=progress, warn=warn, memory_limit=memory_limit, linked=link
+            )
+        )
     if output is not None:
         return open(
             database.build_file(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import click
 import duckdb
 
-from . import __version__, api, console, database, diff, humanize, outputs, queries, render, sqlsafety
+from . import __version__, api, console, database, diff, humanize, outputs, parallel, queries, render, sqlsafety
 from .errors import ParameterError, TracekitError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -189,7 +190,11 @@ def cli(debug, allow_files):
 @cli.command(context_settings=CONTEXT)
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option(
-    "-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="DuckDB file to write."
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="DuckDB file to write (with --parquet: the dataset folder).",
 )
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary.")
@@ -206,13 +211,37 @@ def cli(debug, allow_files):
     help="Also build the linked tables (CPU op stacks, launches, attention stages) now; by default the "
     "first query that needs them builds them and writes them into OUTPUT.",
 )
-def load(paths, output, force, quiet, memory_limit, link_now):
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Worker processes that parse files in parallel (default: the cores); 1 loads in this process.",
+)
+@click.option(
+    "--parquet",
+    is_flag=True,
+    help="Write a Parquet dataset into the folder OUTPUT (one folder per table, partitioned by trace, zstd) "
+    "instead of a DuckDB file; every command reads it as a SOURCE.",
+)
+@click.option(
+    "--dask",
+    metavar="ADDRESS",
+    help="Run the load tasks on a Dask cluster: tcp://host:8786 (a running scheduler; OUTPUT on a filesystem "
+    "the workers share) or local:N (a LocalCluster of N worker processes). Needs tracekit[dask].",
+)
+def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, dask):
     """Load trace files or directories into a DuckDB database.
 
     Each file is one trace (a rank, when several); directories are searched
-    for *.json and *.json.gz. The database is written atomically: on any
-    error no OUTPUT is left behind. Raw traces given to other commands are
-    cached in $TRACEKIT_CACHE_DIR (default ~/.cache/tracekit) instead.
+    for *.json and *.json.gz. Several files are parsed by --jobs worker
+    processes, one file per task, and merged: the same rows as a load in one
+    process. A file that fails does not stop the others: each failure is
+    reported by name, OUTPUT holds the traces that loaded, and the exit
+    status is non-zero (with --jobs 1 the first failure stops the load).
+    The database is written atomically: no half-written OUTPUT is ever left
+    behind. Raw traces given to other commands are cached in
+    $TRACEKIT_CACHE_DIR (default ~/.cache/tracekit) instead.
 
     OUTPUT holds every event at once; the linked model (cpu_slices, gpu_ops,
     the stage tables) is built by the first query that names one of its
@@ -221,23 +250,79 @@ def load(paths, output, force, quiet, memory_limit, link_now):
     \b
     Example:
       tracekit load rank0.json.gz rank1.json.gz -o run.duckdb
-      tracekit load profiler_logs/ -o run.duckdb --force
+      tracekit load profiler_logs/ -o run.duckdb --force --jobs 8
+      tracekit load profiler_logs/ -o run_dataset/ --parquet --dask local:8
     """
     if output.exists() and not force:
         raise TracekitError(f"{output}: already exists (use --force to replace it)")
     outputs.target(output, paths)  # refuse a device or an input before any work
     progress = console.Progress(not quiet)
+    if parquet:
+        _load_dataset(paths, output, force, quiet, jobs, dask, progress)
+        return
+    if link_now and dask:
+        raise TracekitError("--link is not supported with --dask: the first query links the database")
     try:
-        trace = api.load(
-            list(paths), output=output, progress=progress, warn=console.warn, memory_limit=memory_limit, link=link_now
-        )
+        if dask:
+            from . import dataset
+
+            path = parallel.build_file(
+                list(paths),
+                output,
+                progress=progress,
+                warn=console.warn,
+                memory_limit=memory_limit,
+                runner=dataset.dask_runner(dask),
+            )
+            trace = api.open(path)
+        else:
+            trace = api.load(
+                list(paths),
+                output=output,
+                progress=progress,
+                warn=console.warn,
+                memory_limit=memory_limit,
+                link=link_now,
+                jobs=jobs or parallel.default_jobs(),
+            )
+    except parallel.PartialLoadError:
+        progress.close()
+        if not quiet:
+            _load_summary(api.open(output), output, link_now)
+        raise
     finally:
         progress.close()
+    if not quiet:
+        _load_summary(trace, output, link_now)
+    else:
+        trace.close()
+
+
+def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, progress) -> None:
+    from . import dataset
+
+    if output.exists() and force:
+        if not (dataset.is_dataset(output) or (output.is_dir() and not any(output.iterdir()))):
+            raise TracekitError(f"{output}: not a tracekit dataset; --force replaces only a dataset")
+        shutil.rmtree(output)
+    try:
+        dataset.build(list(paths), output, jobs=jobs, dask=dask, warn=console.warn, progress=progress)
+    except parallel.PartialLoadError:
+        progress.close()
+        if not quiet:
+            _load_summary(dataset.open(output), output, False)
+        raise
+    finally:
+        progress.close()
+    if not quiet:
+        _load_summary(dataset.open(output), output, False)
+
+
+def _load_summary(trace, output, link_now) -> None:
     with trace:
         n, events, gpu = trace.rows("SELECT count(*), sum(events), (SELECT count(*) FROM gpu_op_events) FROM traces")[0]
-    if not quiet:
-        state = "linked" if link_now else "linked on first use"
-        click.echo(f"{output}: {n} trace(s), {events:,} events, {gpu:,} GPU ops ({state})", err=True)
+    state = "linked" if link_now else "linked on first use"
+    click.echo(f"{output}: {n} trace(s), {events:,} events, {gpu:,} GPU ops ({state})", err=True)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, ingest, locks, model, outputs, rules, schema, sqlsafety
+from . import __version__, ingest, locks, model, outputs, ranks, rules, schema, sqlsafety
 from .errors import TraceFormatError, TracekitError
 from .kinds import GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
 from .sources import Source, discover
@@ -24,7 +24,7 @@ from .sqltext import Macro, in_list, literal
 
 # Bump whenever a table or column changes meaning: cached databases with
 # another version are rebuilt, user-built ones are refused with advice.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Views over the base tables: there from the load on.
 VIEWS = {
@@ -56,10 +56,71 @@ VIEWS = {
         FROM metadata_events
         WHERE name IN ('thread_name', 'thread_sort_index')
         GROUP BY trace_id, pid, tid""",
+    # The device side of every collective (the one definition of a communication
+    # kernel: is_collective_kernel), with the process group and the instance that
+    # matches it across ranks. The cluster queries and clock alignment read it.
+    "collective_kernels": """
+        WITH k AS (
+            SELECT id, trace_id, name, pid, tid, ts_ns, dur_ns, end_ns, external_id, args
+            FROM events WHERE ph = 'X' AND kind = 'kernel' AND is_collective_kernel(name)
+        ),
+        -- The CPU op around the launch records the collective's parameters (record_param_comms,
+        -- the kernel's External id); Kineto copies some of them onto the kernel, not always all (Seq).
+        op AS (
+            SELECT trace_id, external_id, arg_min(args, id) AS args
+            FROM events
+            WHERE ph = 'X' AND kind = 'cpu_op' AND name = 'record_param_comms' AND external_id IS NOT NULL
+            GROUP BY trace_id, external_id
+        ),
+        a AS (
+            SELECT k.id, k.trace_id, k.name, k.pid, k.tid, k.ts_ns, k.dur_ns, k.end_ns,
+                   coalesce(json_extract_string(k.args, '$."Collective name"'),
+                            json_extract_string(o.args, '$."Collective name"'), collective_of_kernel(k.name)) AS collective,
+                   coalesce(json_extract_string(k.args, '$."Process Group Name"'),
+                            json_extract_string(o.args, '$."Process Group Name"')) AS pg_name,
+                   coalesce(json_extract_string(k.args, '$."Process Group Description"'),
+                            json_extract_string(o.args, '$."Process Group Description"')) AS pg_desc,
+                   coalesce(json_extract_string(k.args, '$."Process Group Ranks"'),
+                            json_extract_string(o.args, '$."Process Group Ranks"')) AS pg_ranks,
+                   coalesce(TRY_CAST(json_extract(k.args, '$."Group size"') AS INTEGER),
+                            TRY_CAST(json_extract(o.args, '$."Group size"') AS INTEGER)) AS group_size,
+                   coalesce(TRY_CAST(json_extract(k.args, '$.Seq') AS BIGINT),
+                            TRY_CAST(json_extract(o.args, '$.Seq') AS BIGINT)) AS seq
+            FROM k LEFT JOIN op o ON o.trace_id = k.trace_id AND o.external_id = k.external_id
+        ),
+        g AS (
+            SELECT *, concat_ws(' ', coalesce(pg_name, '?'), pg_ranks) AS pg,
+                   regexp_matches(lower(collective), '^_?(send|recv|sendrecv|isend|irecv|p2p)')
+                       OR regexp_matches(name, '^(nccl|rccl)(Dev)?Kernel_(SendRecv|Send|Recv)') AS p2p
+            FROM a
+        ),
+        i AS (
+            SELECT *, coalesce(seq, row_number() OVER (PARTITION BY trace_id, pg, collective ORDER BY ts_ns, id) - 1)
+                          AS instance
+            FROM g
+        )
+        SELECT *, row_number() OVER (PARTITION BY trace_id, pg, collective, instance ORDER BY ts_ns, id) - 1 AS part
+        FROM i""",
 }
 
 # Macros over the base tables: there from the load on (model.MACROS: over the linked tables).
 MACROS = (
+    Macro(
+        "is_collective_kernel",
+        "name",
+        "Whether a GPU kernel is collective communication: its name contains nccl, rccl or hccl (any case: "
+        "ncclKernel_*, ncclDevKernel_* since NCCL 2.19, RCCL's) or cross_device_reduce (vLLM's custom "
+        "all-reduce), as TraceLens's GPU timeline counts communication. The one definition of a communication kernel.",
+        "regexp_matches(name, '(?i)nccl|rccl|hccl|cross_device_reduce')",
+    ),
+    Macro(
+        "collective_of_kernel",
+        "name",
+        "The collective a communication kernel's name says (ncclDevKernel_AllReduce_Sum_f32_RING_LL -> allreduce), "
+        "lower case; the name's first word when it says none.",
+        "lower(coalesce(nullif(regexp_extract(name, '(?i)^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)', 1), ''), "
+        "regexp_extract(name, '^[A-Za-z_]+')))",
+    ),
     Macro(
         "busy_union",
         "intervals",
@@ -90,11 +151,12 @@ MACROS = (
         "gpu_op_category",
         "kind, name",
         "The GPU-time bucket of a GPU op as TraceLens's GPU timeline defines it: memcpy (a memcpy, or a ROCm "
-        "`__amd_rocclr_copy*` blit kernel), communication (a kernel or memset whose name contains nccl or rccl, "
-        "any case, or cross_device_reduce), else computation (every other kernel, every memset).",
+        "`__amd_rocclr_copy*` blit kernel), communication (a kernel or memset that is_collective_kernel says is "
+        "communication: nccl, rccl, hccl, any case, or cross_device_reduce), else computation (every other kernel, "
+        "every memset).",
         """
         CASE WHEN kind = 'memcpy' OR starts_with(name, '__amd_rocclr_copy') THEN 'memcpy'
-             WHEN regexp_matches(name, '(?i)nccl|rccl|cross_device_reduce') THEN 'communication'
+             WHEN is_collective_kernel(name) THEN 'communication'
              ELSE 'computation' END""",
     ),
     Macro(
@@ -125,11 +187,7 @@ def build(
     con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
     ingest.create_tables(con)
     ingest.ingest(con, sources, progress=progress, warn=warn)
-    for name, sql in VIEWS.items():
-        con.execute(f"CREATE VIEW {name} AS {sql}")
-    for macro in MACROS:
-        con.execute(macro.create())
-    con.execute(schema.comments(n for n in schema.TABLES if n not in model.NAMES))
+    finish(con, warn)
     info = {
         "schema_version": str(SCHEMA_VERSION),
         "tracekit_version": __version__,
@@ -140,6 +198,21 @@ def build(
     con.executemany("INSERT INTO tracekit_info VALUES (?, ?)", list(info.items()))
     if linked:
         model.build(con)
+
+
+def create_views(con: duckdb.DuckDBPyConnection) -> None:
+    """The base macros and views (macros first: views call them)."""
+    for macro in MACROS:
+        con.execute(macro.create())
+    for name, sql in VIEWS.items():
+        con.execute(f"CREATE VIEW {name} AS {sql}")
+    con.execute(schema.comments(n for n in schema.TABLES if n not in model.NAMES))
+
+
+def finish(con: duckdb.DuckDBPyConnection, warn=None) -> None:
+    """What follows loading every trace: views and macros, then the checks and clocks across ranks."""
+    create_views(con)
+    ranks.finish(con, warn)
 
 
 def link_memory_limit(con: duckdb.DuckDBPyConnection) -> str:

@@ -28,11 +28,11 @@ from pathlib import Path
 
 import duckdb
 
-from . import outputs, readers, schema
+from . import outputs, ranks, readers, schema
 from .errors import NotATraceError, TraceFormatError
 from .kinds import kind_join_sql
 from .readers import StagedTrace
-from .sources import Source, rank_from_name, trace_labels
+from .sources import Source, trace_labels
 from .sqltext import literal
 
 # Bounds past which a value is corrupt, not merely unusual: ts must fit
@@ -83,15 +83,19 @@ def ingest(
     progress: Progress | None = None,
     tmp_dir: str | None = None,
     warn: Callable[[str], None] | None = None,
+    labels: list[str] | None = None,
 ) -> int:
     """Load ``sources`` into the base tables of ``con``; return traces loaded.
+
+    ``labels`` are the traces' display labels (default: from the paths of
+    ``sources``; a worker loading part of a folder is given the folder's).
 
     Files found by walking a directory that turn out not to be traces (a
     manifest beside the traces) are skipped with a warning; any other bad
     file raises ``TraceFormatError`` naming it.
     """
     total = sum(s.path.stat().st_size for s in sources)
-    labels = trace_labels([s.path for s in sources])
+    labels = labels or trace_labels([s.path for s in sources])
     outputs.clean_staging(tmp_dir)  # what loads killed mid-way left behind
     workdir = Path(tempfile.mkdtemp(prefix=outputs.stage_prefix(), dir=tmp_dir))
     done = 0
@@ -332,35 +336,29 @@ def _insert_trace(con, st: _Staged, stats: tuple) -> None:
     header = st.staged.header
     events, first_ts, last_end = stats
     dist = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else None
-    rank, rank_source = None, None
-    if dist is not None and isinstance(dist.get("rank"), int):
-        rank, rank_source = dist["rank"], "distributedInfo"
-    elif (named := rank_from_name(st.staged.path)) is not None:
-        rank, rank_source = named, "file name"
-    world = dist.get("world_size") if dist else None
     base = header.get("baseTimeNanoseconds")
+    row = {
+        "trace_id": st.trace_id,
+        "trace": st.label,
+        "path": str(st.staged.path),
+        "form": st.staged.form,
+        "file_bytes": st.file_bytes,
+        "events_bytes": st.staged.body_bytes,
+        "events": events,
+        **ranks.identity(header, st.staged.path),
+        "loaded_on": ranks.loaded_on(),
+        "schema_version": None if header.get("schemaVersion") is None else str(header.get("schemaVersion")),
+        "trace_name": header.get("traceName") if isinstance(header.get("traceName"), str) else None,
+        "display_time_unit": header.get("displayTimeUnit") if isinstance(header.get("displayTimeUnit"), str) else None,
+        "base_time_ns": base if isinstance(base, int) else None,
+        "first_ts_ns": first_ts,
+        "last_end_ns": last_end,
+        "distributed_info": None if dist is None else json.dumps(dist),
+        "metadata": json.dumps(header),
+    }
     con.execute(
-        "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            st.trace_id,
-            st.label,
-            str(st.staged.path),
-            st.staged.form,
-            st.file_bytes,
-            st.staged.body_bytes,
-            events,
-            rank,
-            rank_source,
-            world if isinstance(world, int) else None,
-            None if header.get("schemaVersion") is None else str(header.get("schemaVersion")),
-            header.get("traceName") if isinstance(header.get("traceName"), str) else None,
-            header.get("displayTimeUnit") if isinstance(header.get("displayTimeUnit"), str) else None,
-            base if isinstance(base, int) else None,
-            first_ts,
-            last_end,
-            None if dist is None else json.dumps(dist),
-            json.dumps(header),
-        ],
+        f"INSERT INTO traces ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+        list(row.values()),
     )
     devices = header.get("deviceProperties")
     if isinstance(devices, list):

@@ -138,9 +138,15 @@ form VARCHAR  "object" (Kineto: top-level object with traceEvents) or "array" (b
 file_bytes BIGINT  Size of the file on disk (compressed size for .gz), bytes.
 events_bytes BIGINT  Size of the traceEvents array, uncompressed bytes.
 events BIGINT  Number of events in traceEvents (= sum of event_counts for the trace).
-rank INTEGER  Distributed rank: distributedInfo.rank, else a "rankN" in the file or folder name, else NULL.
-rank_source VARCHAR  Where rank came from: "distributedInfo", "file name" or NULL.
-world_size INTEGER  distributedInfo.world_size.
+rank INTEGER  Distributed rank: distributedInfo.rank, else the rank tracekit's capture module recorded (tracekit_capture.rank), else a "rankN" in the file or folder name, else NULL.
+rank_source VARCHAR  Where rank came from: "distributedInfo", "tracekit_capture", "file name" or NULL.
+world_size INTEGER  distributedInfo.world_size (else tracekit_capture.world_size).
+local_rank INTEGER  Rank within its host: tracekit_capture.local_rank (LOCAL_RANK, SLURM_LOCALID, ...), else NULL.
+job VARCHAR  Job id the capture module recorded (tracekit_capture.job_id: Slurm, PBS, LSF, torchrun, ...), else NULL. Ranks are matched within a job; traces without one form one job.
+host VARCHAR  Host that recorded the trace: tracekit_capture.host, else the top-level host_name Kineto writes, else the host field of a capture-layout file name (rank00003.HOST....json.gz), else NULL.
+clock_offset_ns BIGINT  How far this trace's clock runs ahead of its job's reference rank (the lowest rank), ns: subtract it from ts_ns to put ranks on one time axis. 0 for the reference; NULL when not found (see clock_source).
+clock_source VARCHAR  How clock_offset_ns was found: "reference" (the job's lowest rank), "collective ends" (median difference of the ends of the same collective kernels, which finish together on every rank of a group), or NULL (no collective shared with an aligned rank).
+loaded_on VARCHAR  host:pid of the process that parsed the file (a worker of load --jobs or a Dask worker).
 schema_version VARCHAR  Top-level schemaVersion.
 trace_name VARCHAR  Top-level traceName (the path the profiler wrote to).
 display_time_unit VARCHAR  Top-level displayTimeUnit (display only: ts is always in µs).
@@ -540,6 +546,7 @@ out_split_size VARCHAR {Out split size}  args["Out split size"].
 pg_name VARCHAR {Process Group Name}  args["Process Group Name"].
 pg_desc VARCHAR {Process Group Description}  args["Process Group Description"].
 pg_ranks VARCHAR {Process Group Ranks}  args["Process Group Ranks"].
+seq BIGINT {Seq}  args.Seq: the collective's sequence number within its process group (PyTorch 2.4 and later; NULL before).
 """),
     ),
     Table(
@@ -607,6 +614,35 @@ end_ns BIGINT  End, ns.
 correlation BIGINT  args.correlation.
 linked BOOLEAN  A runtime/driver call of the trace has this correlation (gpu_ops.launch_id IS NOT NULL).
 orphan_cause VARCHAR  gpu_ops.orphan_cause: launched_before_trace, no_correlation, or NULL when linked.
+"""),
+    ),
+    Table(
+        "collective_kernels",
+        "view",
+        "base",
+        "The device side of every collective: GPU kernels that is_collective_kernel says are communication "
+        "(NCCL ncclKernel_*/ncclDevKernel_*, RCCL, ...), with their process group and the instance that "
+        "identifies the same collective on every rank of the group. There from the load on; clock alignment "
+        "and the cluster queries read it.",
+        _cols("""
+id BIGINT <unique not_null>  events.id (= gpu_ops.id).
+trace_id INTEGER  traces.trace_id.
+name VARCHAR  Kernel name as written.
+pid VARCHAR  pid as written (the device).
+tid VARCHAR  tid as written (the stream).
+ts_ns BIGINT  Start on the GPU, ns (the trace's own clock; see traces.clock_offset_ns).
+dur_ns BIGINT  Duration, ns: on a rank that arrived early it includes the wait for the last rank.
+end_ns BIGINT  End, ns.
+collective VARCHAR  args["Collective name"] of the kernel, else of the record_param_comms op of its External id (which launched it), else the collective the kernel name says (collective_of_kernel).
+pg_name VARCHAR  args["Process Group Name"] of the kernel, else of its record_param_comms op (NULL when neither says).
+pg_desc VARCHAR  args["Process Group Description"] (kernel, else its op).
+pg_ranks VARCHAR  args["Process Group Ranks"] (kernel, else its op).
+group_size INTEGER  args["Group size"] (kernel, else its op).
+seq BIGINT  args.Seq (kernel, else its op): sequence number within the process group (PyTorch 2.4 and later).
+pg VARCHAR  The process group as matched across ranks: pg_name and pg_ranks ("?" for the name when not recorded).
+p2p BOOLEAN  Point-to-point (send, recv, SendRecv kernels): not matched as a collective.
+instance BIGINT  seq, else the order of occurrence of this collective in this group on this trace, from 0.
+part BIGINT  Order among kernels of the same instance on this trace (coalesced collectives), from 0.
 """),
     ),
     Table(

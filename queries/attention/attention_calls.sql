@@ -14,6 +14,7 @@
 --
 -- @param include_orphans BOOLEAN = false   Also list calls whose GPU ops were all launched before the trace began.
 -- @column trace VARCHAR               Trace label.
+-- @column rank INTEGER                The trace's rank (traces.rank; NULL when none was recorded).
 -- @column call_id BIGINT              Call id (the range's or op's cpu_slices.id, the module's python_functions.id, or the kernel's gpu_ops.id).
 -- @column impl VARCHAR                naive, eager, math, efficient, flash, cudnn, flex, paged, ... or unknown.
 -- @column op VARCHAR                  Label, module scope, op or kernel that defines the call.
@@ -34,7 +35,7 @@
 -- @column dtype VARCHAR               Query dtype as written.
 -- @column flops BIGINT                Floating-point operations of QK^T and PV.
 -- @column tflops_per_s DOUBLE         flops / attention_kernel_ns, in TFLOP/s.
-SELECT t.trace, c.call_id, c.impl, c.op, c.call_source, c.gpu_ops, c.gpu_ns, c.attention_kernel_ns, c.cpu_ns,
+SELECT t.trace, t.rank, c.call_id, c.impl, c.op, c.call_source, c.gpu_ops, c.gpu_ns, c.attention_kernel_ns, c.cpu_ns,
        c.orphan, c.batch, c.heads, c.kv_heads, c.seq_q, c.seq_kv, c.head_dim, c.batch_heads, c.causal, c.dtype, c.flops,
        round(c.flops / nullif(c.attention_kernel_ns, 0) / 1000.0, 3) AS tflops_per_s
 FROM attention_calls c

@@ -11,6 +11,7 @@
 --
 -- @param include_orphans BOOLEAN = false   Also count GPU ops launched before the trace began.
 -- @column trace VARCHAR                  Trace label.
+-- @column rank INTEGER                   The trace's rank (traces.rank; NULL when none was recorded).
 -- @column stage VARCHAR                  Attention stage (see docs/attribution.md).
 -- @column gpu_ops BIGINT                 GPU ops of this stage.
 -- @column gpu_ns BIGINT                  Their summed duration, nanoseconds.
@@ -56,7 +57,7 @@ joined AS (
            coalesce(c.cpu_by_op, 0) AS cpu_by_op
     FROM gpu g FULL OUTER JOIN cpu c ON c.trace_id = g.trace_id AND c.stage = g.stage
 )
-SELECT t.trace, j.stage, j.gpu_ops, j.gpu_ns,
+SELECT t.trace, t.rank, j.stage, j.gpu_ops, j.gpu_ns,
        round(100.0 * j.gpu_ns / nullif(sum(j.gpu_ns) OVER (PARTITION BY j.trace_id), 0), 3) AS share_pct,
        j.cpu_ops, j.cpu_ns, j.gpu_by_label, j.gpu_by_module, j.gpu_by_op, j.gpu_by_gpu_annotation, j.gpu_by_kernel,
        j.cpu_by_label, j.cpu_by_module, j.cpu_by_op

@@ -1,0 +1,86 @@
+"""Parquet datasets written by load --parquet (here on a Dask LocalCluster) answer like a .duckdb."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from cluster_synthetic import GOLDEN_JOB, make_job
+from conftest import require_shared
+from synthetic import post_variants
+
+import tracekit
+from tracekit import dataset, queries
+from tracekit.cli import main
+
+SHIPPED = sorted(q.id for q in queries.library().values())
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    """Four NCCL ranks of one job (skewed clocks, a late rank) and two attention traces, in one folder."""
+    folder = tmp_path_factory.mktemp("job")
+    make_job(require_shared() / "hta/a100_nccl_rank0.json.gz", folder / "ranks", **GOLDEN_JOB)
+    variants = post_variants(["flash", "math"])
+    (folder / "attention").mkdir()
+    for name, v in variants.items():
+        v.write(folder / "attention" / f"{name}.json.gz")
+    return folder
+
+
+def test_a_dataset_loaded_on_dask_answers_every_query_like_a_duckdb(job, tmp_path, capsys):
+    pytest.importorskip("dask.distributed")
+    out = tmp_path / "dataset"
+    assert main(["load", str(job), "-o", str(out), "--parquet", "--dask", "local:2", "-q"]) == 0
+    assert dataset.is_dataset(out)
+    assert sorted(p.name for p in out.iterdir()) == ["devices", "events", "manifest.json", "traces"]
+    assert sorted(p.name for p in (out / "events").iterdir()) == [f"trace_id={i}" for i in range(1, 7)]
+    one = tracekit.load(job, output=tmp_path / "one.duckdb")
+    ds = tracekit.load(out)
+    try:
+        # Two Dask worker processes parsed the files.
+        assert len(ds.rows("SELECT DISTINCT loaded_on FROM traces")) == 2
+        for name in SHIPPED:
+            a, b = one.query_arrow(name), ds.query_arrow(name)
+            assert a.schema == b.schema, name
+            assert a.to_pylist() == b.to_pylist(), name
+        same = "SELECT * EXCLUDE (loaded_on) FROM traces ORDER BY trace_id"
+        assert one.rows(same) == ds.rows(same)
+    finally:
+        one.close()
+        ds.close()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [t["trace_id"] for t in manifest["traces"]] == list(range(1, 7))
+
+
+def test_a_bad_rank_is_reported_and_the_dataset_holds_the_others(job, tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    for p in sorted((job / "attention").iterdir()):
+        (src / p.name).write_bytes(p.read_bytes())
+    (src / "rank7.json").write_text("{not json")
+    out = tmp_path / "ds"
+    assert main(["load", str(src), "-o", str(out), "--parquet", "--jobs", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "rank7.json" in err and "1 of 3 trace files failed to load" in err
+    with tracekit.load(out) as t:
+        assert t.rows("SELECT trace FROM traces ORDER BY trace_id") == [("flash",), ("math",)]
+    assert not (out / ".staging").exists()
+
+
+def test_a_folder_without_its_manifest_is_not_a_dataset(job, tmp_path, capsys):
+    out = tmp_path / "ds"
+    assert main(["load", str(job / "attention"), "-o", str(out), "--parquet", "--jobs", "1", "-q"]) == 0
+    (out / "manifest.json").unlink()
+    assert main(["query", "gpu_timeline", str(out)]) == 1
+    assert "Error:" in capsys.readouterr().err
+
+
+def test_missing_dask_names_the_extra(job, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)
+    out = tmp_path / "ds"
+    assert main(["load", str(job / "attention"), "-o", str(out), "--parquet", "--dask", "local:2"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["Error: --dask needs Dask: pip install 'tracekit[dask]' (dask and distributed)"]
+    assert not out.exists()

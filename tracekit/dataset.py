@@ -1,0 +1,290 @@
+"""Past one machine: Parquet datasets, and load tasks on a Dask cluster.
+
+``tracekit load SOURCES -o OUT/ --parquet`` writes a dataset: one folder per
+base table (``traces``, ``devices``, ``events``), partitioned by trace
+(``events/trace_id=3/data.parquet``, zstd), and ``manifest.json``, written
+last. Each file is one task (``load_part``, as for ``load --jobs``): it parses
+the file into a DuckDB file of its own and writes its partitions into a
+staging folder, renamed into place whole, so a task that dies (and is retried)
+leaves nothing half written and nothing large passes through the scheduler.
+The commit then numbers the traces in file order, aligns the ranks' clocks
+(over the communication kernels only) and writes the ``traces`` partitions and
+the manifest. A folder without its manifest is not a dataset.
+
+Opening a dataset (``open``) gives a ``Trace`` whose base tables are DuckDB
+views over the Parquet files, with the ids a one-process load would have
+given (each trace's events are numbered from 0 in its partition and shifted
+by the events of the traces before it): every query answers with the same
+rows as over a ``.duckdb`` of the same traces. The linked model is built in
+memory on first use.
+
+``--dask ADDRESS`` runs the tasks on a Dask cluster (``tcp://host:8786``, or
+``local:N`` for a ``LocalCluster`` of N worker processes); the output folder
+must be on a filesystem the workers share. Dask is the optional extra
+``tracekit[dask]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+
+from . import __version__, database, ingest, parallel, schema
+from .api import Trace
+from .errors import TraceFormatError, TracekitError
+from .sources import discover, trace_labels
+from .sqltext import literal
+
+MANIFEST = "manifest.json"
+TABLES = ("traces", "devices", "events")
+STAGING = ".staging"
+FORMAT = "tracekit-parquet-dataset"
+
+
+def is_dataset(path) -> bool:
+    """True when ``path`` is a dataset folder (its manifest written)."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def _copy(con, sql: str, path: Path) -> None:
+    con.execute(f"COPY ({sql}) TO {literal(str(path))} (FORMAT parquet, COMPRESSION zstd)")
+
+
+def load_part_parquet(index: int, path: str, label: str, from_directory: bool, out_dir: str) -> parallel.PartResult:
+    """One task: load one file and write its partitions under ``out_dir``/.staging/NNNNNN (atomically)."""
+    staging = Path(out_dir) / STAGING
+    final = staging / f"{index:06d}"
+    tmp = staging / f"{index:06d}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        result = parallel.load_part(index, path, label, from_directory, str(tmp / "part.duckdb"), threads=1)
+        if result.part is None:
+            return result
+        con = duckdb.connect(result.part, read_only=True)
+        try:
+            for table in TABLES:
+                # trace_id is the partition folder's (set at commit), not a column of the files.
+                _copy(con, f"SELECT * EXCLUDE (trace_id) FROM {table}", tmp / f"{table}.parquet")
+        finally:
+            con.close()
+        os.unlink(result.part)
+        shutil.rmtree(final, ignore_errors=True)  # a retried task's earlier, complete attempt
+        os.replace(tmp, final)
+        return parallel.PartResult(index, path, str(final), loaded_on=result.loaded_on)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def dask_runner(address: str, out_dir: Path | None = None) -> parallel.Runner:
+    """A runner of load tasks on the Dask cluster at ``address`` (``tcp://...`` or ``local:N``)."""
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise TracekitError("--dask needs Dask: pip install 'tracekit[dask]' (dask and distributed)") from None
+
+    def run(tasks: list[tuple]) -> list[parallel.PartResult]:
+        if address.startswith("local:"):
+            try:
+                n = int(address.split(":", 1)[1])
+            except ValueError:
+                raise TracekitError(f"bad --dask address {address!r}: use local:N or tcp://host:port") from None
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            client = Client(cluster)
+        else:
+            cluster = None
+            client = Client(address)
+        try:
+            fn = load_part_parquet if out_dir is not None else parallel.load_part
+            args = [t[:4] + (str(out_dir),) for t in tasks] if out_dir is not None else tasks
+            # One task per file, retried when a worker dies; results are small (paths, errors).
+            futures = client.map(lambda a: fn(*a), args, retries=2, pure=False)
+            return client.gather(futures)
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+    return run
+
+
+def build(
+    paths,
+    out_dir: Path,
+    jobs: int | None = None,
+    dask: str | None = None,
+    warn: Callable[[str], None] | None = None,
+    progress=None,
+) -> Path:
+    """Write the Parquet dataset of ``paths`` into ``out_dir`` (which must not hold one yet)."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise TracekitError(f"{out_dir}: exists and is not empty (use --force to replace it)")
+    sources = discover(paths)
+    labels = trace_labels([s.path for s in sources])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tasks = [
+        (i, str(s.path), label, s.from_directory, str(out_dir)) for i, (s, label) in enumerate(zip(sources, labels))
+    ]
+    try:
+        if dask:
+            results = dask_runner(dask, out_dir)(tasks)
+        else:
+            n = min(jobs or parallel.default_jobs(), len(tasks))
+            results = _run_local(tasks, n, progress, {str(s.path): s.path.stat().st_size for s in sources})
+        results = sorted(results, key=lambda r: r.index)
+        skipped = [r.path for r in results if r.skipped]
+        if skipped and warn:
+            warn(f"skipped {len(skipped)} JSON file(s) without trace events: " + ", ".join(skipped))
+        failures = [(r.path, r.error or "failed") for r in results if r.error is not None]
+        parts = [r for r in results if r.part]
+        if not parts:
+            shutil.rmtree(out_dir, ignore_errors=True)
+            if len(failures) == 1:
+                raise TraceFormatError(*failures[0])
+            for path, problem in failures:
+                if warn:
+                    warn(f"{path}: {problem}")
+            raise TracekitError(f"none of the {len(failures)} trace files loaded; nothing written")
+        _commit(out_dir, sources, parts, warn)
+    except BaseException:
+        if not is_dataset(out_dir):
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(out_dir / STAGING, ignore_errors=True)
+    if failures:
+        for path, problem in failures:
+            if warn:
+                warn(f"{path}: {problem}")
+        raise parallel.PartialLoadError(out_dir, len(parts), failures)
+    return out_dir
+
+
+def _run_local(tasks, jobs: int, progress, sizes) -> list[parallel.PartResult]:
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
+    if jobs <= 1:
+        return [load_part_parquet(*t) for t in tasks]
+    total, done, out = sum(sizes.values()), 0, []
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        for fut in as_completed([pool.submit(load_part_parquet, *t) for t in tasks]):
+            r = fut.result()
+            out.append(r)
+            done += sizes.get(r.path, 0)
+            if progress:
+                progress(done, total, r.path)
+    return out
+
+
+def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> None:
+    """Number the traces, move the partitions into place, align clocks, write traces and the manifest."""
+    entries: list[dict] = []
+    id_base = 0
+    con = duckdb.connect()
+    try:
+        for trace_id, r in enumerate(parts, start=1):
+            staged = Path(str(r.part))
+            n = con.execute(f"SELECT count(*) FROM read_parquet({literal(str(staged / 'events.parquet'))})").fetchall()
+            events = int(n[0][0])
+            for table in ("devices", "events"):
+                dest = out_dir / table / f"trace_id={trace_id}"
+                dest.mkdir(parents=True, exist_ok=True)
+                os.replace(staged / f"{table}.parquet", dest / "data.parquet")
+            entries.append(
+                {"trace_id": trace_id, "path": r.path, "id_base": id_base, "events": events, "staged": str(staged)}
+            )
+            id_base += events
+        # The traces rows, renumbered; then what needs every trace: views, duplicate ranks, clocks.
+        con.execute(f"CREATE TABLE traces ({schema.ddl('traces')})")
+        for e in entries:
+            staged_traces = literal(str(Path(e["staged"]) / "traces.parquet"))
+            con.execute(
+                f"INSERT INTO traces SELECT {int(e['trace_id'])} AS trace_id, * FROM read_parquet({staged_traces})"
+            )
+        _base_views(con, out_dir, entries, traces_table=True)
+        database.finish(con, warn)
+        for e in entries:
+            dest = out_dir / "traces" / f"trace_id={e['trace_id']}"
+            dest.mkdir(parents=True, exist_ok=True)
+            _copy(
+                con, f"SELECT * EXCLUDE (trace_id) FROM traces WHERE trace_id = {e['trace_id']}", dest / "data.parquet"
+            )
+    finally:
+        con.close()
+    manifest = {
+        "format": FORMAT,
+        "schema_version": database.SCHEMA_VERSION,
+        "tracekit_version": __version__,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "inputs": [str(s.path) for s in sources],
+        "traces": [{k: e[k] for k in ("trace_id", "path", "id_base", "events")} for e in entries],
+    }
+    tmp = out_dir / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1))
+    os.replace(tmp, out_dir / MANIFEST)
+
+
+def _base_views(con, out_dir: Path, entries: list[dict], traces_table: bool = False) -> None:
+    """Views with the base tables' columns, in their order, over the dataset's partitions."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _id_base (trace_id INTEGER, id_base BIGINT)")
+    con.executemany("INSERT INTO _id_base VALUES (?, ?)", [(e["trace_id"], e["id_base"]) for e in entries])
+
+    def files(table: str) -> str:
+        return literal(str(out_dir / table / "*" / "data.parquet"))
+
+    def cols(table: str, alias: str = "p") -> str:
+        # The declared types: Parquet keeps values, not DuckDB's JSON alias or INTEGER widths.
+        return ", ".join(
+            f"CAST({alias}.{c.name} + b.id_base AS {c.type}) AS {c.name}"
+            if table == "events" and c.name == "id"
+            else f"CAST({alias}.{c.name} AS {c.type}) AS {c.name}"
+            for c in schema.TABLES[table].columns
+        )
+
+    for table in TABLES:
+        if table == "traces" and traces_table:
+            continue
+        # Every trace's events are numbered from 0 in its partition: shifted by the traces before it.
+        join = " JOIN _id_base b USING (trace_id)" if table == "events" else ""
+        con.execute(
+            f"CREATE VIEW {table} AS SELECT {cols(table)} FROM "
+            f"read_parquet({files(table)}, hive_partitioning = true, union_by_name = true) p{join}"
+        )
+    for name, phases in ingest.PHASE_VIEWS.items():
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM events WHERE ph IN ({', '.join(map(literal, phases))})")
+    every = ", ".join(literal(p) for phases in ingest.PHASE_VIEWS.values() for p in phases)
+    con.execute(f"CREATE VIEW other_events AS SELECT * FROM events WHERE ph IS NULL OR ph NOT IN ({every})")
+
+
+def open(path, allow_files: bool | None = None) -> Trace:  # noqa: A001 - mirrors tracekit.open
+    """Open a dataset folder: its base tables as views over the Parquet files, linked on first use in memory."""
+    path = Path(path).resolve()
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(path, f"not a complete tracekit dataset (no readable {MANIFEST}: {exc})") from None
+    if manifest.get("format") != FORMAT:
+        raise TraceFormatError(path, f"{MANIFEST} is not a tracekit dataset's")
+    if manifest.get("schema_version") != database.SCHEMA_VERSION:
+        raise TraceFormatError(
+            path,
+            f"written with tracekit schema {manifest.get('schema_version')}, this tracekit reads schema "
+            f"{database.SCHEMA_VERSION}: rebuild it with 'tracekit load --parquet'",
+        )
+    con = duckdb.connect()
+    con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
+    con.executemany(
+        "INSERT INTO tracekit_info VALUES (?, ?)",
+        [("schema_version", str(database.SCHEMA_VERSION)), ("linked", "false"), ("dataset", str(path))],
+    )
+    _base_views(con, path, manifest["traces"])
+    database.create_views(con)
+    return Trace(con, None, allow_files=allow_files, readable=(path,))

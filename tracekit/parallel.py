@@ -1,0 +1,270 @@
+"""Loading many traces at once: one task per file in worker processes, then one merge.
+
+Every base table is per trace, so each file is parsed and checked on its own
+(``load_part``: a small DuckDB file holding that trace's rows, numbered from
+1 and 0) and the parts are merged in file order into the output with their ids
+shifted by what precedes them: the output holds exactly the rows a one-process
+load of the same files writes. The merge then runs what needs every trace at
+once: the views, the duplicate-rank check and the clock alignment (``ranks``).
+
+A file that fails does not stop the others: every failure is reported by name
+at the end, the output holds the traces that loaded, and ``PartialLoadError``
+says which did not (the CLI exits non-zero). Nothing is written when no file
+loads, and the output appears only complete (written beside it, then renamed).
+``dataset`` runs the same ``load_part`` on a Dask cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+import duckdb
+
+from . import __version__, database, ingest, model
+from .errors import NotATraceError, TraceFormatError, TracekitError
+from .sources import Source, discover, trace_labels
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """What one load task did: the part written, or why not."""
+
+    index: int
+    path: str
+    part: str | None
+    skipped: bool = False  # found in a directory but not a trace (a manifest): skipped, as a one-process load does
+    error: str | None = None  # the problem, for TraceFormatError(path, error)
+    loaded_on: str | None = None
+
+
+class PartialLoadError(TracekitError):
+    """Some files did not load; the output holds the others."""
+
+    def __init__(self, output: Path, loaded: int, failures: list[tuple[str, str]]):
+        self.output = output
+        self.loaded = loaded
+        self.failures = failures
+        names = ", ".join(Path(p).name for p, _ in failures)
+        super().__init__(
+            f"{len(failures)} of {loaded + len(failures)} trace files failed to load ({names}); "
+            f"{output} holds the other {loaded}"
+        )
+
+
+def default_jobs() -> int:
+    """Worker processes by default: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def load_part(
+    index: int,
+    path: str,
+    label: str,
+    from_directory: bool,
+    part: str,
+    memory_limit: str | None = None,
+    threads: int | None = None,
+) -> PartResult:
+    """Load one trace file into the DuckDB file ``part`` (its base tables only).
+
+    Runs in a worker process (or a Dask task); errors come back as data, so
+    one bad file never takes the others down.
+    """
+    from .ranks import loaded_on
+
+    source = Source(Path(path), from_directory)
+    skipped: list[str] = []  # ingest's warning that the file, found in a directory, holds no trace
+    try:
+        limit = memory_limit or database.auto_memory_limit([source])
+        config: dict[str, str | bool | int | float | list[str]] = {"checkpoint_threshold": "1TB", "memory_limit": limit}
+        if threads:
+            config["threads"] = str(threads)
+        tmp = Path(part).with_name(Path(part).name + ".tmp")
+        con = duckdb.connect(str(tmp), config=config)
+        try:
+            ingest.create_tables(con)
+            ingest.ingest(con, [source], labels=[label], warn=skipped.append)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, part)
+    except NotATraceError as exc:
+        if from_directory:
+            return PartResult(index, path, None, skipped=True, loaded_on=loaded_on())
+        return PartResult(index, path, None, error=exc.problem, loaded_on=loaded_on())
+    except TraceFormatError as exc:
+        if skipped:
+            return PartResult(index, path, None, skipped=True, loaded_on=loaded_on())
+        return PartResult(index, path, None, error=exc.problem, loaded_on=loaded_on())
+    except (TracekitError, duckdb.Error, OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return PartResult(index, path, None, error=first, loaded_on=loaded_on())
+    return PartResult(index, path, part, loaded_on=loaded_on())
+
+
+def merge(con: duckdb.DuckDBPyConnection, parts: list[str]) -> int:
+    """Append the parts' base tables to ``con`` in order, ids shifted; return traces merged."""
+    traces, events = con.execute("SELECT (SELECT count(*) FROM traces), (SELECT count(*) FROM events)").fetchall()[0]
+    con.execute("SET preserve_insertion_order = false")
+    try:
+        for part in parts:
+            con.execute("ATTACH ? AS _part (READ_ONLY)", [part])
+            try:
+                shift = f"trace_id + {int(traces)} AS trace_id"
+                con.execute(f"INSERT INTO traces SELECT * REPLACE ({shift}) FROM _part.traces")
+                con.execute(f"INSERT INTO devices SELECT * REPLACE ({shift}) FROM _part.devices")
+                con.execute(
+                    f"INSERT INTO events SELECT * REPLACE (id + {int(events)} AS id, {shift}) FROM _part.events"
+                )
+                n, e = con.execute(
+                    "SELECT (SELECT count(*) FROM _part.traces), (SELECT count(*) FROM _part.events)"
+                ).fetchall()[0]
+            finally:
+                con.execute("DETACH _part")
+            traces += n
+            events += e
+    finally:
+        con.execute("RESET preserve_insertion_order")
+    return int(traces)
+
+
+def write_merged(
+    out: Path,
+    sources: list[Source],
+    parts: list[str],
+    memory_limit: str | None = None,
+    linked: bool = False,
+    warn: Callable[[str], None] | None = None,
+) -> None:
+    """Write the database ``out`` from loaded parts, atomically."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        limit = memory_limit or database.auto_memory_limit(sources)
+        con = duckdb.connect(str(tmp), config={"checkpoint_threshold": "1TB", "memory_limit": limit})
+        try:
+            con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
+            ingest.create_tables(con)
+            merge(con, parts)
+            database.finish(con, warn)
+            info = {
+                "schema_version": str(database.SCHEMA_VERSION),
+                "tracekit_version": __version__,
+                "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "inputs": json.dumps([str(s.path) for s in sources]),
+                "linked": "false",
+            }
+            con.executemany("INSERT INTO tracekit_info VALUES (?, ?)", list(info.items()))
+            if linked:
+                model.build(con)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, out)
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            if leftover.exists():
+                leftover.unlink()
+
+
+Runner = Callable[[list[tuple]], list[PartResult]]
+
+
+def run_local(jobs: int, progress=None, sizes: dict[str, int] | None = None) -> Runner:
+    """Run load tasks in ``jobs`` worker processes (in this process when ``jobs`` is 1)."""
+
+    def run(tasks: list[tuple]) -> list[PartResult]:
+        total = sum((sizes or {}).values())
+        done = 0
+        results = []
+        if jobs <= 1:
+            for task in tasks:
+                if progress:
+                    progress(done, total, task[1])
+                results.append(load_part(*task))
+                done += (sizes or {}).get(task[1], 0)
+            return results
+        # spawn: a fresh interpreter per worker, never a fork of a process that has DuckDB threads.
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(load_part, *task) for task in tasks]
+            for fut in as_completed(futures):
+                r = fut.result()
+                results.append(r)
+                done += (sizes or {}).get(r.path, 0)
+                if progress:
+                    progress(done, total, r.path)
+        return results
+
+    return run
+
+
+def build_file(
+    paths,
+    out: Path,
+    jobs: int | None = None,
+    progress=None,
+    warn: Callable[[str], None] | None = None,
+    memory_limit: str | None = None,
+    linked: bool = False,
+    runner: Runner | None = None,
+) -> Path:
+    """Load ``paths`` into the DuckDB file ``out`` with one task per file, then merge.
+
+    ``jobs`` worker processes (default: the cores); ``runner`` runs the tasks
+    elsewhere (``dataset``'s Dask runner). Raises ``PartialLoadError`` after
+    writing ``out`` when some files failed, ``TraceFormatError`` (nothing
+    written) when none loaded.
+    """
+    out = Path(out)
+    if not out.parent.exists():
+        raise TracekitError(f"{out}: directory {out.parent} does not exist")
+    sources = discover(paths)
+    jobs = min(jobs or default_jobs(), len(sources))
+    labels = trace_labels([s.path for s in sources])
+    work = out.with_name(f".{out.name}.{os.getpid()}.parts")
+    work.mkdir()
+    try:
+        threads = max(1, default_jobs() // max(jobs, 1))
+        tasks = [
+            (i, str(s.path), label, s.from_directory, str(work / f"{i:06d}.duckdb"), memory_limit, threads)
+            for i, (s, label) in enumerate(zip(sources, labels))
+        ]
+        run = runner or run_local(jobs, progress, {str(s.path): s.path.stat().st_size for s in sources})
+        results = sorted(run(tasks), key=lambda r: r.index)
+        return _finish(out, sources, results, warn, memory_limit, linked)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _finish(out, sources, results: list[PartResult], warn, memory_limit, linked) -> Path:
+    skipped = [r.path for r in results if r.skipped]
+    if skipped and warn:
+        warn(f"skipped {len(skipped)} JSON file(s) without trace events: " + ", ".join(skipped))
+    failures = [(r.path, r.error or "failed") for r in results if r.error is not None]
+    parts = [r.part for r in results if r.part]
+    if not parts:
+        if len(failures) == 1:
+            raise TraceFormatError(*failures[0])
+        if failures:
+            for path, problem in failures:
+                if warn:
+                    warn(f"{path}: {problem}")
+            raise TracekitError(f"none of the {len(failures)} trace files loaded (listed above); nothing written")
+        raise TraceFormatError(sources[0].path.parent if len(sources) > 1 else sources[0].path, "no traces to load")
+    write_merged(out, sources, parts, memory_limit, linked, warn)
+    if failures:
+        for path, problem in failures:
+            if warn:
+                warn(f"{path}: {problem}")
+        raise PartialLoadError(out, len(parts), failures)
+    return out
