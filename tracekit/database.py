@@ -188,6 +188,7 @@ def build(
     ingest.create_tables(con)
     ingest.ingest(con, sources, progress=progress, warn=warn)
     finish(con, warn)
+    comment(con)
     info = {
         "schema_version": str(SCHEMA_VERSION),
         "tracekit_version": __version__,
@@ -206,6 +207,10 @@ def create_views(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(macro.create())
     for name, sql in VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
+
+
+def comment(con: duckdb.DuckDBPyConnection) -> None:
+    """The schema's docs as COMMENTs on the base tables, views and their columns."""
     con.execute(schema.comments(n for n in schema.TABLES if n not in model.NAMES))
 
 

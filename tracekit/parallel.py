@@ -157,6 +157,7 @@ def write_merged(
             ingest.create_tables(con)
             merge(con, parts)
             database.finish(con, warn)
+            database.comment(con)
             info = {
                 "schema_version": str(database.SCHEMA_VERSION),
                 "tracekit_version": __version__,
