@@ -34,7 +34,7 @@ def test_a_dataset_loaded_on_dask_answers_every_query_like_a_duckdb(job, tmp_pat
     out = tmp_path / "dataset"
     assert main(["load", str(job), "-o", str(out), "--parquet", "--dask", "local:2", "-q"]) == 0
     assert dataset.is_dataset(out)
-    assert sorted(p.name for p in out.iterdir()) == ["devices", "events", "manifest.json", "traces"]
+    assert sorted(p.name for p in out.iterdir()) == ["devices", "events", "tracekit_dataset.json", "traces"]
     assert sorted(p.name for p in (out / "events").iterdir()) == [f"trace_id={i}" for i in range(1, 7)]
     one = tracekit.load(job, output=tmp_path / "one.duckdb")
     ds = tracekit.load(out)
@@ -50,7 +50,7 @@ def test_a_dataset_loaded_on_dask_answers_every_query_like_a_duckdb(job, tmp_pat
     finally:
         one.close()
         ds.close()
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = json.loads((out / "tracekit_dataset.json").read_text())
     assert [t["trace_id"] for t in manifest["traces"]] == list(range(1, 7))
 
 
@@ -72,7 +72,7 @@ def test_a_bad_rank_is_reported_and_the_dataset_holds_the_others(job, tmp_path, 
 def test_a_folder_without_its_manifest_is_not_a_dataset(job, tmp_path, capsys):
     out = tmp_path / "ds"
     assert main(["load", str(job / "attention"), "-o", str(out), "--parquet", "--jobs", "1", "-q"]) == 0
-    (out / "manifest.json").unlink()
+    (out / "tracekit_dataset.json").unlink()
     assert main(["query", "gpu_timeline", str(out)]) == 1
     assert "Error:" in capsys.readouterr().err
 

@@ -360,8 +360,8 @@ def load(
     if isinstance(paths, (str, Path)):
         paths = [paths]
     paths = list(paths)
-    if len(paths) == 1 and output is None and Path(paths[0]).is_dir() and (Path(paths[0]) / "manifest.json").is_file():
-        from . import dataset
+    if len(paths) == 1 and output is None and (Path(paths[0]) / "tracekit_dataset.json").is_file():
+        from . import dataset  # a folder written by load --parquet (dataset.MANIFEST)
 
         trace = dataset.open(paths[0], allow_files=allow_files)
         return trace.link() if link else trace

@@ -2,7 +2,7 @@
 
 ``tracekit load SOURCES -o OUT/ --parquet`` writes a dataset: one folder per
 base table (``traces``, ``devices``, ``events``), partitioned by trace
-(``events/trace_id=3/data.parquet``, zstd), and ``manifest.json``, written
+(``events/trace_id=3/data.parquet``, zstd), and the manifest ``tracekit_dataset.json``, written
 last. Each file is one task (``load_part``, as for ``load --jobs``): it parses
 the file into a DuckDB file of its own and writes its partitions into a
 staging folder, renamed into place whole, so a task that dies (and is retried)
@@ -41,7 +41,7 @@ from .errors import TraceFormatError, TracekitError
 from .sources import discover, trace_labels
 from .sqltext import literal
 
-MANIFEST = "manifest.json"
+MANIFEST = "tracekit_dataset.json"
 TABLES = ("traces", "devices", "events")
 STAGING = ".staging"
 FORMAT = "tracekit-parquet-dataset"
@@ -67,7 +67,7 @@ def load_part_parquet(index: int, path: str, label: str, from_directory: bool, o
         result = parallel.load_part(index, path, label, from_directory, str(tmp / "part.duckdb"), threads=1)
         if result.part is None:
             return result
-        con = duckdb.connect(result.part, read_only=True)
+        con = duckdb.connect(result.part, read_only=True, config={"enable_progress_bar": False})
         try:
             for table in TABLES:
                 # trace_id is the partition folder's (set at commit), not a column of the files.
