@@ -67,8 +67,9 @@ def load_part_parquet(index: int, path: str, label: str, from_directory: bool, o
         result = parallel.load_part(index, path, label, from_directory, str(tmp / "part.duckdb"), threads=1)
         if result.part is None:
             return result
-        con = duckdb.connect(result.part, read_only=True, config={"enable_progress_bar": False})
+        con = duckdb.connect(result.part, read_only=True)
         try:
+            con.execute("SET enable_progress_bar = false")
             for table in TABLES:
                 # trace_id is the partition folder's (set at commit), not a column of the files.
                 _copy(con, f"SELECT * EXCLUDE (trace_id) FROM {table}", tmp / f"{table}.parquet")

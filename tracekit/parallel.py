@@ -87,17 +87,14 @@ def load_part(
     skipped: list[str] = []  # ingest's warning that the file, found in a directory, holds no trace
     try:
         limit = memory_limit or database.auto_memory_limit([source])
-        # No progress bar: a worker's stderr is the terminal of the command that started it.
-        config: dict[str, str | bool | int | float | list[str]] = {
-            "checkpoint_threshold": "1TB",
-            "memory_limit": limit,
-            "enable_progress_bar": False,
-        }
+        config: dict[str, str | bool | int | float | list[str]] = {"checkpoint_threshold": "1TB", "memory_limit": limit}
         if threads:
             config["threads"] = str(threads)
         tmp = Path(part).with_name(Path(part).name + ".tmp")
         con = duckdb.connect(str(tmp), config=config)
         try:
+            # No progress bar: a worker's stderr is the terminal of the command that started it.
+            con.execute("SET enable_progress_bar = false")
             ingest.create_tables(con)
             ingest.ingest(con, [source], labels=[label], warn=skipped.append)
             con.execute("CHECKPOINT")
