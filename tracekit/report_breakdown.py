@@ -55,19 +55,22 @@ def html(report: Report) -> list[str]:
         '<section id="breakdown"><h2>Where the GPU\'s time goes</h2>',
         '<p class="muted">gpu_breakdown: computation + exposed communication + exposed memcpy + idle = the '
         "span from the first GPU op to the last; communication and memcpy are totals, overlap included.</p>",
-        "<table><tr><th></th>" + "".join(f"<th>{escape(t.label)}</th>" for t in report.traces) + "</tr>",
+        # Scrolls inside its box like the headline table: many traces with long labels stay on the page.
+        '<div class="scroll"><table class="breakdown"><thead><tr><th>category</th>'
+        + "".join(f"<th>{escape(t.label)}</th>" for t in report.traces)
+        + "</tr></thead><tbody>",
     ]
     for c in PARTS + TOTALS:
         cells = []
         for t in report.traces:
             ns, pct = _times(t).get(c, (None, None))
-            cells.append(f"<td>{escape(fmt(ns, 'ns'))} ({escape(fmt(pct, 'pct'))})</td>")
+            cells.append(f'<td class="num">{escape(fmt(ns, "ns"))} ({escape(fmt(pct, "pct"))})</td>')
         out.append(f"<tr><th>{escape(c.replace('_', ' '))}</th>{''.join(cells)}</tr>")
-    out.append("</table>")
+    out.append("</tbody></table></div>")
     for t in report.traces:
         if not (t.top_ops or t.top_modules):
             continue
-        out.append(f"<h3>{escape(t.label)}</h3><ul>")
+        out.append(f'<h3>{escape(t.label)}</h3><ul style="word-break: break-all">')
         for r in t.top_ops:
             out.append(
                 f"<li>op <code>{escape(r['op'])}</code> ({escape(r['category'])}): {escape(fmt(r['kernel_ns'], 'ns'))}, "
