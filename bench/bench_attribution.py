@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     parser.add_argument("--trace", action="append", type=Path, help="trace to time (repeatable)")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
-    traces = args.trace or [t for t in DEFAULT_TRACES if t.exists()]
+    traces = [t.resolve() for t in args.trace] if args.trace else [t for t in DEFAULT_TRACES if t.exists()]
     if not traces:
         print("no trace: build bench/.data/big_trace.json with make_big_trace.py or pass --trace", file=sys.stderr)
         return 2
