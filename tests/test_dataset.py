@@ -82,5 +82,5 @@ def test_missing_dask_names_the_extra(job, tmp_path, capsys, monkeypatch):
     out = tmp_path / "ds"
     assert main(["load", str(job / "attention"), "-o", str(out), "--parquet", "--dask", "local:2"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["Error: --dask needs Dask: pip install 'tracekit[dask]' (dask and distributed)"]
+    assert err == ["Error: --dask needs Dask: pip install 'tracekit-attn[dask]' (dask and distributed)"]
     assert not out.exists()

@@ -228,7 +228,7 @@ def cli(debug, allow_files):
     "--dask",
     metavar="ADDRESS",
     help="Run the load tasks on a Dask cluster: tcp://host:8786 (a running scheduler; OUTPUT on a filesystem "
-    "the workers share) or local:N (a LocalCluster of N worker processes). Needs tracekit[dask].",
+    "the workers share) or local:N (a LocalCluster of N worker processes). Needs tracekit-attn[dask].",
 )
 def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, dask):
     """Load trace files or directories into a DuckDB database.

@@ -21,7 +21,7 @@ memory on first use.
 ``--dask ADDRESS`` runs the tasks on a Dask cluster (``tcp://host:8786``, or
 ``local:N`` for a ``LocalCluster`` of N worker processes); the output folder
 must be on a filesystem the workers share. Dask is the optional extra
-``tracekit[dask]``.
+``tracekit-attn[dask]``.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def dask_runner(address: str, out_dir: Path | None = None) -> parallel.Runner:
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
-        raise TracekitError("--dask needs Dask: pip install 'tracekit[dask]' (dask and distributed)") from None
+        raise TracekitError("--dask needs Dask: pip install 'tracekit-attn[dask]' (dask and distributed)") from None
 
     def run(tasks: list[tuple]) -> list[parallel.PartResult]:
         if address.startswith("local:"):
