@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import duckdb
 
-from . import eager, modules, names, stages
+from . import eager, modules, names, sqltext, stages
 from .sqltext import literal
 
 CORE_STAGES = stages.core()
@@ -98,9 +98,11 @@ def _first_match(con, table: str, names: str, rules: str, fields: str, subject: 
     """
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE {table} AS
+            WITH n AS MATERIALIZED (SELECT n.*, {subject} AS _subject FROM ({names}) n),
+            h AS ({sqltext.pattern_hits(con, rules, "n", "_subject")})
             SELECT name, arg_min(m, o) AS m FROM (
                 SELECT n.name, r.rule_order AS o, struct_pack({fields}, rule := r.pattern) AS m
-                FROM ({names}) n JOIN {rules} r ON regexp_matches({subject}, r.pattern)
+                FROM n JOIN h USING (_subject) JOIN {rules} r ON r.pattern = h.pattern
             ) GROUP BY name"""
     )
 
@@ -254,18 +256,24 @@ def _cpu_stages(con, kind: str) -> None:
                    min(d.pos) FILTER (WHERE d.stage IN ('proj', 'qkv_proj')) AS first_proj_pos
             FROM _xstage WHERE call_id IS NOT NULL GROUP BY call_id"""
     )
+    # Stages resolved over the decided slices only, then joined onto every slice.
     stage = resolve("x.d.stage", "x.d.pos", "a", "x.source IN ('op', 'module')")
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _xresolved AS
+            SELECT x.x, {stage} AS stage, x.source, x.call_id, x.d.decider AS decider_id, x.d.rule
+            FROM _xstage x LEFT JOIN _anchor a ON a.call_id = x.call_id"""
+    )
     con.execute(
         f"""
         CREATE {kind} cpu_stages AS
         SELECT s.id, s.trace_id, s.kind, s.name,
-               coalesce({stage}, 'other') AS stage,
-               coalesce(x.source, 'none') AS source, x.call_id, x.d.decider AS decider_id, x.d.rule,
+               coalesce(x.stage, 'other') AS stage,
+               coalesce(x.source, 'none') AS source, x.call_id, x.decider_id, x.rule,
                s.self_ns
-        FROM cpu_slices s LEFT JOIN _xstage x ON x.x = s.id LEFT JOIN _anchor a ON a.call_id = x.call_id
+        FROM cpu_slices s LEFT JOIN _xresolved x ON x.x = s.id
         """
     )
-    for t in ("_xcall", "_xdecide", "_xstage"):
+    for t in ("_xcall", "_xdecide", "_xstage", "_xresolved"):
         con.execute(f"DROP TABLE {t}")
 
 
@@ -301,7 +309,9 @@ def _gpu_op_stages(con, kind: str) -> None:
                    c.call_id, c.rule AS cpu_rule, gl.d AS gpu_label, km.m AS km, p.pos::DOUBLE AS launch_pos
             FROM gpu_ops g
             LEFT JOIN cpu_stages c ON c.id = g.launch_id
-            LEFT JOIN _cpu p ON p.id = g.launch_id
+            -- Only a launch inside a call needs its position (no call: no anchors to compare with).
+            LEFT JOIN (SELECT id, pos FROM _cpu WHERE id IN (SELECT id FROM cpu_stages WHERE call_id IS NOT NULL)) p
+                   ON p.id = g.launch_id
             LEFT JOIN _gpu_label gl ON gl.id = g.id
             LEFT JOIN _kernel_match km ON km.name = g.name
         ),

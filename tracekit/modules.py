@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import duckdb
 
+from . import sqltext
 from .link import BLEED_NS
 
 # The class of an ``nn.Module: <Class>_<n>`` scope; the function of a ``file.py(42): func`` frame.
@@ -46,14 +47,18 @@ def match(con: duckdb.DuckDBPyConnection) -> None:
     """``_module_match``: the first matching rule (lowest rule_order) per distinct frame name."""
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _module_match AS
+            WITH n AS MATERIALIZED (
+                SELECT name, {subject("name")} AS subj, {frame_kind("name")} AS frame
+                FROM (SELECT DISTINCT name FROM python_functions)
+            ),
+            h AS ({sqltext.pattern_hits(con, "rule_module_stages", "n", "subj")})
             SELECT name, arg_min(m, o) AS m FROM (
                 SELECT n.name, r.rule_order AS o,
                        struct_pack(stage := nullif(r.stage, ''), is_call := r.call = 'yes', impl := NULL::VARCHAR,
                                    context := r.context, scope := 'module', causal_arg := NULL::INTEGER,
                                    rule := r.pattern) AS m
-                FROM (SELECT name, {subject("name")} AS subj, {frame_kind("name")} AS frame
-                      FROM (SELECT DISTINCT name FROM python_functions)) n
-                JOIN rule_module_stages r ON r.frame = n.frame AND regexp_matches(n.subj, r.pattern)
+                FROM n JOIN h USING (subj)
+                JOIN rule_module_stages r ON r.frame = n.frame AND r.pattern = h.pattern
                 WHERE n.subj IS NOT NULL
             ) GROUP BY name"""
     )

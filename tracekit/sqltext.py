@@ -2,7 +2,8 @@
 
 Values that come from the user or the environment are bound as parameters,
 never pasted into SQL; what is pasted here is tracekit's own vocabulary (kinds,
-stages, JSON specs) and staged file paths, quoted by one function.
+stages, JSON specs), staged file paths and rule patterns (a regex pasted as a
+literal is compiled once per query, not once per row), quoted by one function.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+import duckdb
 
 
 def literal(value: str) -> str:
@@ -47,3 +50,19 @@ class Macro:
         kind = "TEMP MACRO" if temp else "MACRO"
         body = f"TABLE {self.sql}" if self.table else f"({self.sql})"
         return f"CREATE OR REPLACE {kind} {self.name}({self.args}) AS {body}"
+
+
+def pattern_hits(con: duckdb.DuckDBPyConnection, rules: str, names: str, subject: str) -> str:
+    """SQL: (``subject``, pattern) for each distinct subject of ``names`` and each pattern of ``rules`` it matches.
+
+    Each pattern is written as a literal, so DuckDB compiles it once rather than
+    once per (subject, rule) pair as a join on ``regexp_matches(subject, r.pattern)`` does.
+    """
+    patterns = [p for (p,) in con.execute(f"SELECT DISTINCT pattern FROM {rules} WHERE pattern IS NOT NULL").fetchall()]
+    if not patterns:
+        return f"SELECT NULL::VARCHAR AS {subject}, NULL::VARCHAR AS pattern WHERE false"
+    return " UNION ALL ".join(
+        f"SELECT {subject}, {literal(p)} AS pattern FROM (SELECT DISTINCT {subject} FROM {names}) "
+        f"WHERE regexp_matches({subject}, {literal(p)})"
+        for p in patterns
+    )
