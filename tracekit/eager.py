@@ -48,7 +48,10 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
             SELECT s.id, s.parent_id, c.lane, c.pos, s.input_dims
             FROM cpu_slices s JOIN _cpu c USING (id)
             LEFT JOIN cpu_slices p ON p.id = s.parent_id
-            WHERE s.kind = 'cpu_op' AND regexp_matches(s.name, '{SOFTMAX}')
+            -- The pattern is matched per distinct op name, not per row.
+            WHERE s.kind = 'cpu_op'
+              AND s.name IN (SELECT name FROM (SELECT DISTINCT name FROM cpu_slices WHERE kind = 'cpu_op')
+                             WHERE regexp_matches(name, '{SOFTMAX}'))
               AND NOT coalesce(regexp_matches(p.name, '{SOFTMAX}'), false)
               AND s.id NOT IN (SELECT x.x FROM _xm x JOIN _marked m ON m.mkey = x.mkey WHERE m.is_call)"""
     )
