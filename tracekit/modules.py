@@ -74,10 +74,12 @@ def scopes(con: duckdb.DuckDBPyConnection) -> None:
            FROM python_functions f JOIN _module_match m USING (name)
            WHERE m.m.is_call OR m.m.stage IS NOT NULL"""
     )
-    # Each thread's stretch of the link step's axis: k0 = base + ts_ns.
+    # Each thread's stretch of the link step's axis: k0 = base + ts_ns (none without scopes: the
+    # usual trace, which then pays nothing for this layer).
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _scope_lane AS
-           WITH l AS (SELECT lane, any_value(id) AS id, any_value(k0 - ts_ns) AS base FROM _cpu GROUP BY lane)
+           WITH l AS (SELECT lane, any_value(id) AS id, any_value(k0 - ts_ns) AS base FROM _cpu
+                      WHERE EXISTS (SELECT 1 FROM _scope) GROUP BY lane)
            SELECT l.lane, l.base, s.trace_id, s.pid, s.tid FROM l JOIN cpu_slices s USING (id)"""
     )
     con.execute(
