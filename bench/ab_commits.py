@@ -13,11 +13,13 @@ hits both; the script prints every run, the medians and the ratio NEW / BASE.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -37,12 +39,26 @@ print(json.dumps({"load_s": t1 - t0, "first_answer_s": t2 - t1, "total_s": t2 - 
 """
 
 
-def _worktree(ref: str, where: Path) -> Path:
-    path = where / ref.replace("/", "_")
-    subprocess.run(
-        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), ref], check=True, capture_output=True
-    )
-    return path
+@contextlib.contextmanager
+def worktrees(refs: list[str]) -> Iterator[dict[str, Path]]:
+    """Each ref checked out (detached) into a temporary git worktree, removed on exit."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trees: dict[str, Path] = {}
+        try:
+            for ref in refs:
+                path = Path(tmp) / ref.replace("/", "_")
+                subprocess.run(
+                    ["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), ref],
+                    check=True,
+                    capture_output=True,
+                )
+                trees[ref] = path
+            yield trees
+        finally:
+            for tree in trees.values():
+                subprocess.run(
+                    ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], capture_output=True
+                )
 
 
 def main(argv=None) -> int:
@@ -52,22 +68,15 @@ def main(argv=None) -> int:
     parser.add_argument("new", nargs="?", default="HEAD")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        trees = {ref: _worktree(ref, Path(tmp)) for ref in (args.base, args.new)}
-        results: dict[str, list[dict]] = {ref: [] for ref in trees}
-        try:
-            for i in range(args.runs):
-                for ref, tree in trees.items():
-                    out = subprocess.run(
-                        [sys.executable, "-c", CHILD, str(tree), args.trace], check=True, capture_output=True, text=True
-                    ).stdout
-                    results[ref].append(json.loads(out.strip().splitlines()[-1]))
-                    print(f"run {i + 1} {ref}: " + ", ".join(f"{k} {v:.2f}" for k, v in results[ref][-1].items()))
-        finally:
-            for tree in trees.values():
-                subprocess.run(
-                    ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], capture_output=True
-                )
+    results: dict[str, list[dict]] = {ref: [] for ref in (args.base, args.new)}
+    with worktrees([args.base, args.new]) as trees:
+        for i in range(args.runs):
+            for ref, tree in trees.items():
+                out = subprocess.run(
+                    [sys.executable, "-c", CHILD, str(tree), args.trace], check=True, capture_output=True, text=True
+                ).stdout
+                results[ref].append(json.loads(out.strip().splitlines()[-1]))
+                print(f"run {i + 1} {ref}: " + ", ".join(f"{k} {v:.2f}" for k, v in results[ref][-1].items()))
     for key in ("load_s", "first_answer_s", "total_s"):
         base = statistics.median(r[key] for r in results[args.base])
         new = statistics.median(r[key] for r in results[args.new])

@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ab_commits import worktrees
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TRACES = (
     REPO / "bench" / ".data" / "big_trace.json",
@@ -53,14 +55,6 @@ print(json.dumps(spent))
 """
 
 
-def _worktree(ref: str, where: Path) -> Path:
-    path = where / ref.replace("/", "_")
-    subprocess.run(
-        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), ref], check=True, capture_output=True
-    )
-    return path
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("base")
@@ -72,41 +66,34 @@ def main(argv=None) -> int:
     if not traces:
         print("no trace: build bench/.data/big_trace.json with make_big_trace.py or pass --trace", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory() as tmp:
-        trees = {ref: _worktree(ref, Path(tmp)) for ref in (args.base, args.new)}
-        try:
-            for trace in traces:
-                results: dict[str, list[dict]] = {ref: [] for ref in trees}
-                for i in range(args.runs):
-                    for ref, tree in trees.items():
-                        out = (
-                            subprocess.run(
-                                [sys.executable, "-c", CHILD, str(tree), str(trace)],
-                                check=True,
-                                capture_output=True,
-                                text=True,
-                                cwd=tmp,
-                            )
-                            .stdout.strip()
-                            .splitlines()[-1]
+    with tempfile.TemporaryDirectory() as tmp, worktrees([args.base, args.new]) as trees:
+        for trace in traces:
+            results: dict[str, list[dict]] = {ref: [] for ref in trees}
+            for i in range(args.runs):
+                for ref, tree in trees.items():
+                    out = (
+                        subprocess.run(
+                            [sys.executable, "-c", CHILD, str(tree), str(trace)],
+                            check=True,
+                            capture_output=True,
+                            text=True,
+                            cwd=tmp,
                         )
-                        run = json.loads(out)
-                        results[ref].append(run)
-                        print(
-                            f"{trace.name} run {i + 1} {ref}: attribution {run['attribution_s']:.2f} s, "
-                            f"linked model {run['model_s']:.2f} s",
-                            flush=True,
-                        )
-                med = {ref: statistics.median(r["attribution_s"] for r in runs) for ref, runs in results.items()}
-                print(
-                    f"{trace.name}: median attribution {args.base} {med[args.base]:.2f} s, "
-                    f"{args.new} {med[args.new]:.2f} s, ratio {med[args.new] / med[args.base]:.2f}x"
-                )
-        finally:
-            for tree in trees.values():
-                subprocess.run(
-                    ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], capture_output=True
-                )
+                        .stdout.strip()
+                        .splitlines()[-1]
+                    )
+                    run = json.loads(out)
+                    results[ref].append(run)
+                    print(
+                        f"{trace.name} run {i + 1} {ref}: attribution {run['attribution_s']:.2f} s, "
+                        f"linked model {run['model_s']:.2f} s",
+                        flush=True,
+                    )
+            med = {ref: statistics.median(r["attribution_s"] for r in runs) for ref, runs in results.items()}
+            print(
+                f"{trace.name}: median attribution {args.base} {med[args.base]:.2f} s, "
+                f"{args.new} {med[args.new]:.2f} s, ratio {med[args.new] / med[args.base]:.2f}x"
+            )
     return 0
 
 
