@@ -89,6 +89,7 @@ def test_mutated_traces_end_in_success_or_one_line(chunk, tmp_path, staging, cap
         out = case / "t.duckdb"
         code = main(["load", str(path), "-o", str(out), "-q"])
         err = capsys.readouterr().err.strip()
+        load_failed = code == 1
         if code == 0:
             loaded += 1
             if loaded % 10 == 1:
@@ -99,7 +100,9 @@ def test_mutated_traces_end_in_success_or_one_line(chunk, tmp_path, staging, cap
             problem = f"exit {code}"
         elif code == 1 and (len(err.splitlines()) != 1 or not err.startswith("Error: ") or "unexpected" in err):
             problem = f"not one expected line: {err[:300]!r}"
-        elif code == 1 and not out.exists() and str(path) not in err:
+        elif load_failed and out.exists():
+            problem = "a failed load left a database behind"
+        elif load_failed and str(path) not in err:
             problem = f"error does not name the file: {err[:300]!r}"
         leftovers = [p.name for p in case.iterdir() if p.name.startswith(".")] + [p.name for p in staging.iterdir()]
         if leftovers:
