@@ -99,3 +99,29 @@ def post_traces(tmp_path_factory):
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Keep each test session's trace cache out of the user's home."""
     monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """monkeypatch with every launcher variable (rank, world size, local rank, job id) unset."""
+    from capture import cluster
+
+    for name in cluster.RANK_VARS + cluster.WORLD_SIZE_VARS + cluster.LOCAL_RANK_VARS + cluster.JOB_ID_VARS:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def capture_tiny_attention(impl: str, out: Path, tag: str):
+    """One warm-up and one recorded step of a 1x2x32x8 attention on CPU in float32 (needs torch)."""
+    import capture
+
+    return capture.run_attention(
+        impl,
+        out=out,
+        tag=tag,
+        device="cpu",
+        dtype="float32",
+        warmup=1,
+        steps=1,
+        shape=capture.AttentionShape(1, 2, 32, 8),
+    )

@@ -7,18 +7,10 @@ import json
 import socket
 
 import pytest
+from conftest import capture_tiny_attention
 
 from capture import cluster as cl
 from capture.errors import CaptureError
-
-LAUNCHER_VARS = cl.RANK_VARS + cl.WORLD_SIZE_VARS + cl.LOCAL_RANK_VARS + cl.JOB_ID_VARS
-
-
-@pytest.fixture
-def clean_env(monkeypatch):
-    for name in LAUNCHER_VARS:
-        monkeypatch.delenv(name, raising=False)
-    return monkeypatch
 
 
 def test_rank_world_and_job_from_torchrun_env(clean_env):
@@ -149,22 +141,11 @@ def test_ranks_filter_records_only_listed_ranks(tmp_path, clean_env, capsys):
 
 def test_slurm_ranks_write_different_files(tmp_path, clean_env):
     pytest.importorskip("torch")
-    import capture
-
     clean_env.setenv("SLURM_JOB_ID", "777")
     paths = []
     for rank in ("0", "1"):
         clean_env.setenv("SLURM_PROCID", rank)
-        result = capture.run_attention(
-            "auto",
-            out=tmp_path,
-            tag="slurm",
-            device="cpu",
-            dtype="float32",
-            warmup=1,
-            steps=1,
-            shape=capture.AttentionShape(1, 2, 32, 8),
-        ).result
+        result = capture_tiny_attention("auto", tmp_path, "slurm").result
         paths.append(result.trace)
         assert json.loads(gzip.decompress(result.trace.read_bytes()))["tracekit_capture"]["job_id"] == "777"
     assert paths[0] != paths[1]

@@ -14,7 +14,7 @@ import json
 import pytest
 from click.testing import CliRunner
 from cluster_synthetic import make_job
-from conftest import require_shared
+from conftest import capture_tiny_attention, require_shared
 
 import tracekit
 from tracekit.cli import cli
@@ -151,31 +151,17 @@ def test_rank_column_in_stage_breakdown_and_attention_calls(source, tmp_path):
     assert calls.column_names[:3] == ["trace", "rank", "call_id"]
 
 
-def test_ranks_recorded_by_the_capture_module_are_read_back(tmp_path, monkeypatch):
+def test_ranks_recorded_by_the_capture_module_are_read_back(tmp_path, clean_env):
     # Two ranks of a Slurm job recorded on CPU by capture/: rank, local rank, job and host come back.
     pytest.importorskip("torch")
     import socket
 
-    import capture
-    from capture import cluster as cl
-
-    for name in cl.RANK_VARS + cl.WORLD_SIZE_VARS + cl.LOCAL_RANK_VARS + cl.JOB_ID_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("SLURM_JOB_ID", "31337")
-    monkeypatch.setenv("SLURM_NTASKS", "2")
+    clean_env.setenv("SLURM_JOB_ID", "31337")
+    clean_env.setenv("SLURM_NTASKS", "2")
     for rank in (0, 1):
-        monkeypatch.setenv("SLURM_PROCID", str(rank))
-        monkeypatch.setenv("SLURM_LOCALID", str(rank))
-        capture.run_attention(
-            "naive",
-            out=tmp_path,
-            tag="job",
-            device="cpu",
-            dtype="float32",
-            warmup=1,
-            steps=1,
-            shape=capture.AttentionShape(1, 2, 32, 8),
-        )
+        clean_env.setenv("SLURM_PROCID", str(rank))
+        clean_env.setenv("SLURM_LOCALID", str(rank))
+        capture_tiny_attention("naive", tmp_path, "job")
     with tracekit.load(tmp_path / "job") as t:
         rows = t.rows("SELECT rank, rank_source, world_size, local_rank, job, host FROM traces ORDER BY rank")
         stragglers = t.query("stragglers").to_dicts()
