@@ -189,6 +189,13 @@ def build(
     ingest.ingest(con, sources, progress=progress, warn=warn)
     finish(con, warn)
     comment(con)
+    write_info(con, sources)
+    if linked:
+        model.build(con)
+
+
+def write_info(con: duckdb.DuckDBPyConnection, sources: list[Source]) -> None:
+    """The rows of ``tracekit_info`` for a database built from ``sources`` (not yet linked)."""
     info = {
         "schema_version": str(SCHEMA_VERSION),
         "tracekit_version": __version__,
@@ -197,8 +204,6 @@ def build(
         "linked": "false",
     }
     con.executemany("INSERT INTO tracekit_info VALUES (?, ?)", list(info.items()))
-    if linked:
-        model.build(con)
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> None:

@@ -16,10 +16,8 @@ loads, and the output appears only complete (written beside it, then renamed).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -28,7 +26,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, database, ingest, model
+from . import database, ingest, model
 from .errors import NotATraceError, TraceFormatError, TracekitError
 from .sources import Source, discover, trace_labels
 
@@ -160,14 +158,7 @@ def write_merged(
             merge(con, parts)
             database.finish(con, warn)
             database.comment(con)
-            info = {
-                "schema_version": str(database.SCHEMA_VERSION),
-                "tracekit_version": __version__,
-                "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "inputs": json.dumps([str(s.path) for s in sources]),
-                "linked": "false",
-            }
-            con.executemany("INSERT INTO tracekit_info VALUES (?, ?)", list(info.items()))
+            database.write_info(con, sources)
             if linked:
                 model.build(con)
             con.execute("CHECKPOINT")
