@@ -6,6 +6,7 @@ library raises become one ``Error: ...`` line and exit code 1 in ``main``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -262,7 +263,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
         return
     if link_now and dask:
         raise TracekitError("--link is not supported with --dask: the first query links the database")
-    try:
+    with _loading(progress, quiet, lambda: api.open(output), output, link_now):
         if dask:
             from . import dataset
 
@@ -285,13 +286,6 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
                 link=link_now,
                 jobs=jobs or parallel.default_jobs(),
             )
-    except parallel.PartialLoadError:
-        progress.close()
-        if not quiet:
-            _load_summary(api.open(output), output, link_now)
-        raise
-    finally:
-        progress.close()
     if not quiet:
         _load_summary(trace, output, link_now)
     else:
@@ -305,17 +299,24 @@ def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, pro
         if not (dataset.is_dataset(output) or (output.is_dir() and not any(output.iterdir()))):
             raise TracekitError(f"{output}: not a tracekit dataset; --force replaces only a dataset")
         shutil.rmtree(output)
-    try:
+    with _loading(progress, quiet, lambda: dataset.open(output), output, False):
         dataset.build(list(paths), output, jobs=jobs, dask=dask, warn=console.warn, progress=progress)
+    if not quiet:
+        _load_summary(dataset.open(output), output, False)
+
+
+@contextlib.contextmanager
+def _loading(progress, quiet: bool, reopen, output, link_now: bool):
+    """Close the progress line after a load; when some files failed, summarise what OUTPUT holds, then fail."""
+    try:
+        yield
     except parallel.PartialLoadError:
         progress.close()
         if not quiet:
-            _load_summary(dataset.open(output), output, False)
+            _load_summary(reopen(), output, link_now)
         raise
     finally:
         progress.close()
-    if not quiet:
-        _load_summary(dataset.open(output), output, False)
 
 
 def _load_summary(trace, output, link_now) -> None:
