@@ -26,7 +26,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import database, ingest, model
+from . import database, ingest, model, outputs
 from .errors import NotATraceError, TraceFormatError, TracekitError
 from .sources import Source, discover, trace_labels
 
@@ -147,10 +147,9 @@ def write_merged(
     linked: bool = False,
     warn: Callable[[str], None] | None = None,
 ) -> None:
-    """Write the database ``out`` from loaded parts, atomically."""
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        limit = memory_limit or database.auto_memory_limit(sources)
+    """Write the database ``out`` from loaded parts, atomically (``outputs.replacing``)."""
+    limit = memory_limit or database.auto_memory_limit(sources)
+    with outputs.replacing(out, inputs=[s.path for s in sources]) as tmp:
         con = duckdb.connect(str(tmp), config={"checkpoint_threshold": "1TB", "memory_limit": limit})
         try:
             con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
@@ -164,11 +163,6 @@ def write_merged(
             con.execute("CHECKPOINT")
         finally:
             con.close()
-        os.replace(tmp, out)
-    finally:
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-            if leftover.exists():
-                leftover.unlink()
 
 
 Runner = Callable[[list[tuple]], list[PartResult]]
