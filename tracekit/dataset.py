@@ -35,7 +35,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, database, ingest, parallel, schema
+from . import __version__, database, ingest, outputs, parallel, schema
 from .api import Trace
 from .errors import TraceFormatError, TracekitError
 from .sources import discover, trace_labels
@@ -228,9 +228,7 @@ def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> N
         "inputs": [str(s.path) for s in sources],
         "traces": [{k: e[k] for k in ("trace_id", "path", "id_base", "events")} for e in entries],
     }
-    tmp = out_dir / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1))
-    os.replace(tmp, out_dir / MANIFEST)
+    outputs.write_text(out_dir / MANIFEST, json.dumps(manifest, indent=1))
 
 
 def _base_views(con, out_dir: Path, entries: list[dict], traces_table: bool = False) -> None:
