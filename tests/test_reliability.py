@@ -100,6 +100,16 @@ def test_memory_limit_is_validated_not_pasted(trace_file, tmp_path, monkeypatch,
     _one_line(capsys, main(["load", str(trace_file), "-o", str(tmp_path / "u.duckdb"), "--memory-limit", "lots"]))
 
 
+def test_memory_limit_is_validated_in_a_parallel_load(trace_file, tmp_path, capsys):
+    """With --jobs 2 a bad --memory-limit was each file's load failure (DuckDB's parser error), not one error."""
+    second = tmp_path / "math2.json.gz"
+    second.write_bytes(trace_file.read_bytes())
+    out = tmp_path / "p.duckdb"
+    args = ["load", str(trace_file), str(second), "-o", str(out), "--memory-limit", "lots", "--jobs", "2"]
+    _one_line(capsys, main(args), "--memory-limit='lots'", "expected a size")
+    assert not out.exists()
+
+
 def test_sql_has_no_file_access_unless_allowed(trace_file, tmp_path, capsys):
     target = tmp_path / "written.csv"
     secret = tmp_path / "secret.csv"

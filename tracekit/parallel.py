@@ -26,7 +26,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import database, ingest, model, outputs
+from . import database, ingest, model, outputs, sqlsafety
 from .errors import NotATraceError, TraceFormatError, TracekitError
 from .sources import Source, discover, trace_labels
 
@@ -216,6 +216,8 @@ def build_file(
     out = Path(out)
     if not out.parent.exists():
         raise TracekitError(f"{out}: directory {out.parent} does not exist")
+    if memory_limit:
+        memory_limit = sqlsafety.memory_limit(memory_limit, "--memory-limit")  # as database.build_file checks it
     sources = discover(paths)
     jobs = min(jobs or default_jobs(), len(sources))
     labels = trace_labels([s.path for s in sources])
