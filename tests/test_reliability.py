@@ -110,6 +110,17 @@ def test_memory_limit_is_validated_in_a_parallel_load(trace_file, tmp_path, caps
     assert not out.exists()
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_load_with_output_keeps_allow_files(trace_file, tmp_path, jobs):
+    """load(..., output=, jobs=2) merged in worker processes and dropped allow_files=True."""
+    second = tmp_path / "math2.json.gz"
+    second.write_bytes(trace_file.read_bytes())
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a\n41\n")
+    with tracekit.load([trace_file, second], output=tmp_path / "t.duckdb", jobs=jobs, allow_files=True) as trace:
+        assert trace.rows(f"SELECT a + 1 FROM read_csv('{secret}')") == [(42,)]
+
+
 def test_sql_has_no_file_access_unless_allowed(trace_file, tmp_path, capsys):
     target = tmp_path / "written.csv"
     secret = tmp_path / "secret.csv"

@@ -374,7 +374,8 @@ def load(
         return open(
             parallel.build_file(
                 paths, Path(output), jobs=jobs, progress=progress, warn=warn, memory_limit=memory_limit, linked=link
-            )
+            ),
+            allow_files=allow_files,
         )
     if output is not None:
         return open(
