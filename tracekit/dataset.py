@@ -138,7 +138,8 @@ def build(
             results = dask_runner(dask, out_dir)(tasks)
         else:
             n = min(jobs or parallel.default_jobs(), len(tasks))
-            results = _run_local(tasks, n, progress, {str(s.path): s.path.stat().st_size for s in sources})
+            sizes = {str(s.path): s.path.stat().st_size for s in sources}
+            results = parallel.run_local(n, progress, sizes, task=load_part_parquet)(tasks)
         results = sorted(results, key=lambda r: r.index)
         skipped = [r.path for r in results if r.skipped]
         if skipped and warn:
@@ -166,23 +167,6 @@ def build(
                 warn(f"{path}: {problem}")
         raise parallel.PartialLoadError(out_dir, len(parts), failures)
     return out_dir
-
-
-def _run_local(tasks, jobs: int, progress, sizes) -> list[parallel.PartResult]:
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from multiprocessing import get_context
-
-    if jobs <= 1:
-        return [load_part_parquet(*t) for t in tasks]
-    total, done, out = sum(sizes.values()), 0, []
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        for fut in as_completed([pool.submit(load_part_parquet, *t) for t in tasks]):
-            r = fut.result()
-            out.append(r)
-            done += sizes.get(r.path, 0)
-            if progress:
-                progress(done, total, r.path)
-    return out
 
 
 def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> None:

@@ -168,23 +168,25 @@ def write_merged(
 Runner = Callable[[list[tuple]], list[PartResult]]
 
 
-def run_local(jobs: int, progress=None, sizes: dict[str, int] | None = None) -> Runner:
-    """Run load tasks in ``jobs`` worker processes (in this process when ``jobs`` is 1)."""
+def run_local(
+    jobs: int, progress=None, sizes: dict[str, int] | None = None, task: Callable[..., PartResult] = load_part
+) -> Runner:
+    """Run load tasks (``task``: ``load_part``, or ``dataset``'s) in ``jobs`` worker processes (here when 1)."""
 
     def run(tasks: list[tuple]) -> list[PartResult]:
         total = sum((sizes or {}).values())
         done = 0
         results = []
         if jobs <= 1:
-            for task in tasks:
+            for args in tasks:
                 if progress:
-                    progress(done, total, task[1])
-                results.append(load_part(*task))
-                done += (sizes or {}).get(task[1], 0)
+                    progress(done, total, args[1])
+                results.append(task(*args))
+                done += (sizes or {}).get(args[1], 0)
             return results
         # spawn: a fresh interpreter per worker, never a fork of a process that has DuckDB threads.
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(load_part, *task) for task in tasks]
+            futures = [pool.submit(task, *args) for args in tasks]
             for fut in as_completed(futures):
                 r = fut.result()
                 results.append(r)
