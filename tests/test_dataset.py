@@ -84,3 +84,17 @@ def test_missing_dask_names_the_extra(job, tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["Error: --dask needs Dask: pip install 'tracekit-attn[dask]' (dask and distributed)"]
     assert not out.exists()
+
+
+def test_a_folder_of_only_non_traces_is_the_error_a_duckdb_load_gives(tmp_path, capsys):
+    """--parquet said 'none of the 0 trace files loaded' when every file was skipped (no failure to list)."""
+    folder = tmp_path / "only"
+    folder.mkdir()
+    (folder / "a.json").write_text('{"manifest": 1}')
+    (folder / "b.json").write_text('{"manifest": 2}')
+    errors = []
+    for out in (tmp_path / "x.duckdb", tmp_path / "ds"):
+        assert main(["load", str(folder), "-o", str(out), "-q", *(["--parquet"] if out.suffix == "" else [])]) == 1
+        errors.append(capsys.readouterr().err.strip().splitlines()[-1])
+        assert not out.exists()
+    assert errors[0] == errors[1] == f"Error: {folder}: no traces to load"

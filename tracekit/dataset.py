@@ -141,19 +141,7 @@ def build(
             sizes = {str(s.path): s.path.stat().st_size for s in sources}
             results = parallel.run_local(n, progress, sizes, task=load_part_parquet)(tasks)
         results = sorted(results, key=lambda r: r.index)
-        skipped = [r.path for r in results if r.skipped]
-        if skipped and warn:
-            warn(f"skipped {len(skipped)} JSON file(s) without trace events: " + ", ".join(skipped))
-        failures = [(r.path, r.error or "failed") for r in results if r.error is not None]
-        parts = [r for r in results if r.part]
-        if not parts:
-            shutil.rmtree(out_dir, ignore_errors=True)
-            if len(failures) == 1:
-                raise TraceFormatError(*failures[0])
-            for path, problem in failures:
-                if warn:
-                    warn(f"{path}: {problem}")
-            raise TracekitError(f"none of the {len(failures)} trace files loaded; nothing written")
+        parts = parallel.loaded_parts(sources, results, warn)
         _commit(out_dir, sources, parts, warn)
     except BaseException:
         if not is_dataset(out_dir):
@@ -161,11 +149,7 @@ def build(
         raise
     finally:
         shutil.rmtree(out_dir / STAGING, ignore_errors=True)
-    if failures:
-        for path, problem in failures:
-            if warn:
-                warn(f"{path}: {problem}")
-        raise parallel.PartialLoadError(out_dir, len(parts), failures)
+    parallel.raise_partial(out_dir, parts, results, warn)
     return out_dir
 
 

@@ -239,12 +239,20 @@ def build_file(
 
 
 def _finish(out, sources, results: list[PartResult], warn, memory_limit, linked) -> Path:
+    loaded = loaded_parts(sources, results, warn)
+    write_merged(out, sources, [str(r.part) for r in loaded], memory_limit, linked, warn)
+    raise_partial(out, loaded, results, warn)
+    return out
+
+
+def loaded_parts(sources, results: list[PartResult], warn) -> list[PartResult]:
+    """The results that loaded; warns of the skipped files, raises when none loaded (nothing is written then)."""
     skipped = [r.path for r in results if r.skipped]
     if skipped and warn:
         warn(f"skipped {len(skipped)} JSON file(s) without trace events: " + ", ".join(skipped))
-    failures = [(r.path, r.error or "failed") for r in results if r.error is not None]
-    parts = [r.part for r in results if r.part]
-    if not parts:
+    loaded = [r for r in results if r.part]
+    if not loaded:
+        failures = _failures(results)
         if len(failures) == 1:
             raise TraceFormatError(*failures[0])
         if failures:
@@ -253,10 +261,18 @@ def _finish(out, sources, results: list[PartResult], warn, memory_limit, linked)
                     warn(f"{path}: {problem}")
             raise TracekitError(f"none of the {len(failures)} trace files loaded (listed above); nothing written")
         raise TraceFormatError(sources[0].path.parent if len(sources) > 1 else sources[0].path, "no traces to load")
-    write_merged(out, sources, parts, memory_limit, linked, warn)
+    return loaded
+
+
+def raise_partial(out, loaded: list[PartResult], results: list[PartResult], warn) -> None:
+    """After ``out`` is written: each failure warned by name, then ``PartialLoadError`` (when any)."""
+    failures = _failures(results)
     if failures:
         for path, problem in failures:
             if warn:
                 warn(f"{path}: {problem}")
-        raise PartialLoadError(out, len(parts), failures)
-    return out
+        raise PartialLoadError(out, len(loaded), failures)
+
+
+def _failures(results: list[PartResult]) -> list[tuple[str, str]]:
+    return [(r.path, r.error or "failed") for r in results if r.error is not None]
