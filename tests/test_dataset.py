@@ -98,3 +98,23 @@ def test_a_folder_of_only_non_traces_is_the_error_a_duckdb_load_gives(tmp_path, 
         errors.append(capsys.readouterr().err.strip().splitlines()[-1])
         assert not out.exists()
     assert errors[0] == errors[1] == f"Error: {folder}: no traces to load"
+
+
+def test_force_replaces_a_dataset_and_fills_an_empty_folder(tmp_path, capsys):
+    """--parquet --force was refused by the regular-file check of a .duckdb output ('is a directory')."""
+    trace = tmp_path / "math.json.gz"
+    post_variants(["math"])["math"].write(trace)
+    out, empty = tmp_path / "ds", tmp_path / "empty"
+    empty.mkdir()
+    assert main(["load", str(trace), "-o", str(out), "--parquet", "-q"]) == 0
+    assert main(["load", str(trace), "-o", str(out), "--parquet", "-q"]) == 1
+    assert "already exists" in capsys.readouterr().err
+    for folder in (out, empty):
+        assert main(["load", str(trace), "-o", str(folder), "--parquet", "-q", "--force"]) == 0, capsys.readouterr()
+        with dataset.open(folder) as ds:
+            assert ds.rows("SELECT count(*) FROM traces") == [(1,)]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("mine")
+    assert main(["load", str(trace), "-o", str(tmp_path / "other"), "--parquet", "-q", "--force"]) == 1
+    assert "not a tracekit dataset" in capsys.readouterr().err
+    assert (tmp_path / "other" / "keep.txt").read_text() == "mine"

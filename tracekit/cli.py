@@ -256,7 +256,8 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
     """
     if output.exists() and not force:
         raise TracekitError(f"{output}: already exists (use --force to replace it)")
-    outputs.target(output, paths)  # refuse a device or an input before any work
+    if not parquet:  # a dataset is a folder: _load_dataset checks what --force may replace
+        outputs.target(output, paths)  # refuse a device or an input before any work
     progress = console.Progress(not quiet)
     if parquet:
         _load_dataset(paths, output, force, quiet, jobs, dask, progress)
