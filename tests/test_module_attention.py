@@ -250,6 +250,17 @@ def test_attention_missed_names_an_unknown_attention_kernel(tmp_path):
 
 # --- Shared real traces: the expected stage of every GPU op in an attention scope -----
 
+
+def _sdpa_layer(attention_cls: str) -> dict:
+    """An encoder's SDPA layer: the QKV Linear, flash SDPA inside attention_cls, the output Linear."""
+    sdpa = ("aten::scaled_dot_product_attention", "aten::_flash_attention_forward")
+    return {
+        ("Linear", "aten::linear", "aten::addmm", "pre", False): "qkv_proj",
+        (attention_cls, *sdpa, "core", False): "fused_attention",
+        ("Linear", "aten::linear", "aten::addmm", "post", False): "out_proj",
+    }
+
+
 # Per GPU op launched inside an nn.Module *Attention scope: (innermost module class, the
 # outermost op of its launch, the innermost op, where it runs relative to the scope's core
 # launch -- the softmax, SDPA or attention op --, inside T5's compute_bias frame) -> stage.
@@ -334,28 +345,10 @@ EXPECTED = {
         ("RowParallelLinear", "vllm::all_reduce", "aten::copy_", "post", False): "out_proj",
         ("RowParallelLinear", "vllm::all_reduce", "symm_mem::multimem_all_reduce_", "post", False): "out_proj",
     },
-    "tracelens/mi300_falconsai_vit_sdpa_modules.json.gz": {
-        ("Linear", "aten::linear", "aten::addmm", "pre", False): "qkv_proj",
-        (
-            "ViTSdpaSelfAttention",
-            "aten::scaled_dot_product_attention",
-            "aten::_flash_attention_forward",
-            "core",
-            False,
-        ): "fused_attention",
-        ("Linear", "aten::linear", "aten::addmm", "post", False): "out_proj",
-    },
+    "tracelens/mi300_falconsai_vit_sdpa_modules.json.gz": _sdpa_layer("ViTSdpaSelfAttention"),
     "tracelens/h100_bert-small_sdpa-flash.json.gz": {
-        ("Linear", "aten::linear", "aten::addmm", "pre", False): "qkv_proj",
-        (
-            "BertSdpaSelfAttention",
-            "aten::scaled_dot_product_attention",
-            "aten::_flash_attention_forward",
-            "core",
-            False,
-        ): "fused_attention",
+        **_sdpa_layer("BertSdpaSelfAttention"),
         # BertSelfOutput: dense, residual add, post-norm.
-        ("Linear", "aten::linear", "aten::addmm", "post", False): "out_proj",
         ("BertSelfOutput", "aten::add", "aten::add", "post", False): "out_proj",
         ("LayerNorm", "aten::layer_norm", "aten::native_layer_norm", "post", False): "out_proj",
     },
