@@ -91,25 +91,9 @@ def build(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
         con.execute(f"DROP TABLE IF EXISTS {t}")
 
 
-def _first_match(con, table: str, names: str, rules: str, fields: str, subject: str = "n.name") -> None:
-    """``table``: the first matching rule (lowest rule_order) per distinct name.
-
-    Matching the few distinct names, not the many rows, keeps regexes cheap.
-    """
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE {table} AS
-            WITH n AS MATERIALIZED (SELECT n.*, {subject} AS _subject FROM ({names}) n),
-            h AS ({sqltext.pattern_hits(con, rules, "n", "_subject")})
-            SELECT name, arg_min(m, o) AS m FROM (
-                SELECT n.name, r.rule_order AS o, struct_pack({fields}, rule := r.pattern) AS m
-                FROM n JOIN h USING (_subject) JOIN {rules} r ON r.pattern = h.pattern
-            ) GROUP BY name"""
-    )
-
-
 def _match_names(con) -> None:
     stage_impl = f"stage := {_rule_value('stage', 'n.name')}, impl := {_rule_value('impl', 'n.name')}"
-    _first_match(
+    sqltext.first_match(
         con,
         "_label_match",
         "SELECT DISTINCT name FROM cpu_slices WHERE kind = 'user_annotation' "
@@ -117,7 +101,7 @@ def _match_names(con) -> None:
         "rule_label_stages",
         f"{stage_impl}, is_call := r.call = 'yes', context := 'any', scope := 'outer', causal_arg := NULL::INTEGER",
     )
-    _first_match(
+    sqltext.first_match(
         con,
         "_op_match",
         "SELECT DISTINCT name FROM cpu_slices WHERE kind = 'cpu_op'",
@@ -133,7 +117,7 @@ def _match_names(con) -> None:
     con.execute("CREATE OR REPLACE TEMP TABLE _demangled (name VARCHAR, text VARCHAR)")
     if pairs:
         con.executemany("INSERT INTO _demangled VALUES (?, ?)", pairs)
-    _first_match(
+    sqltext.first_match(
         con,
         "_kernel_match",
         "SELECT DISTINCT g.name, coalesce(d.text, g.name) AS text FROM gpu_ops g LEFT JOIN _demangled d USING (name)",

@@ -45,22 +45,15 @@ def frame_kind(name: str) -> str:
 
 def match(con: duckdb.DuckDBPyConnection) -> None:
     """``_module_match``: the first matching rule (lowest rule_order) per distinct frame name."""
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _module_match AS
-            WITH n AS MATERIALIZED (
-                SELECT name, {subject("name")} AS subj, {frame_kind("name")} AS frame
-                FROM (SELECT DISTINCT name FROM python_functions)
-            ),
-            h AS ({sqltext.pattern_hits(con, "rule_module_stages", "n", "subj")})
-            SELECT name, arg_min(m, o) AS m FROM (
-                SELECT n.name, r.rule_order AS o,
-                       struct_pack(stage := nullif(r.stage, ''), is_call := r.call = 'yes', impl := NULL::VARCHAR,
-                                   context := r.context, scope := 'module', causal_arg := NULL::INTEGER,
-                                   rule := r.pattern) AS m
-                FROM n JOIN h USING (subj)
-                JOIN rule_module_stages r ON r.frame = n.frame AND r.pattern = h.pattern
-                WHERE n.subj IS NOT NULL
-            ) GROUP BY name"""
+    sqltext.first_match(
+        con,
+        "_module_match",
+        f"SELECT name, {frame_kind('name')} AS frame FROM (SELECT DISTINCT name FROM python_functions)",
+        "rule_module_stages",
+        "stage := nullif(r.stage, ''), is_call := r.call = 'yes', impl := NULL::VARCHAR, context := r.context, "
+        "scope := 'module', causal_arg := NULL::INTEGER",
+        subject=subject("n.name"),
+        on="AND r.frame = n.frame",
     )
 
 

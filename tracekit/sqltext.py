@@ -66,3 +66,29 @@ def pattern_hits(con: duckdb.DuckDBPyConnection, rules: str, names: str, subject
         f"WHERE regexp_matches({subject}, {literal(p)})"
         for p in patterns
     )
+
+
+def first_match(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    names: str,
+    rules: str,
+    fields: str,
+    subject: str = "n.name",
+    on: str = "",
+) -> None:
+    """``table`` (name, m): the first matching rule (lowest rule_order) of ``rules`` per distinct name of ``names``.
+
+    ``subject`` is what a pattern sees (SQL over ``n``, a row of ``names``); ``fields`` the struct ``m`` holds
+    besides ``rule`` (SQL over ``n`` and ``r``); ``on`` further join conditions (``AND ...``).
+    Matching the few distinct names, not the many rows, keeps regexes cheap.
+    """
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {table} AS
+            WITH n AS MATERIALIZED (SELECT n.*, {subject} AS _subject FROM ({names}) n),
+            h AS ({pattern_hits(con, rules, "n", "_subject")})
+            SELECT name, arg_min(m, o) AS m FROM (
+                SELECT n.name, r.rule_order AS o, struct_pack({fields}, rule := r.pattern) AS m
+                FROM n JOIN h USING (_subject) JOIN {rules} r ON r.pattern = h.pattern {on}
+            ) GROUP BY name"""
+    )
