@@ -129,6 +129,19 @@ def _match_names(con) -> None:
     modules.match(con)
 
 
+def anchors(stage: str, pos: str) -> str:
+    """SQL: the aggregates (grouped by call) of the positions ``resolve`` compares with, over decided
+    ``stage``s at ``pos``: the first softmax, the first matmul, the start of the core, its last
+    product (``core_end_pos``) and the first projection."""
+    core = ", ".join(map(literal, ("matmul", *CORE_STAGES)))
+    products = ", ".join(map(literal, PRODUCTS))
+    return f"""min({pos}) FILTER (WHERE {stage} = 'softmax') AS softmax_pos,
+               min({pos}) FILTER (WHERE {stage} = 'matmul') AS first_matmul_pos,
+               min({pos}) FILTER (WHERE {stage} IN ({core})) AS core_pos,
+               max({pos}) FILTER (WHERE {stage} IN ({products})) AS core_end_pos,
+               min({pos}) FILTER (WHERE {stage} IN ('proj', 'qkv_proj')) AS first_proj_pos"""
+
+
 def resolve(stage: str, pos: str, anchor: str, positional: str) -> str:
     """SQL: a decided stage with the position-dependent ones resolved.
 
@@ -228,16 +241,9 @@ def _cpu_stages(con, kind: str) -> None:
            FROM _xdecide"""
     )
     # matmul / proj / norm are told apart by where their decider sits in the call.
-    core = ", ".join(map(literal, ("matmul", *CORE_STAGES)))
-    products = ", ".join(map(literal, PRODUCTS))
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _anchor AS
-            SELECT call_id,
-                   min(d.pos) FILTER (WHERE d.stage = 'softmax') AS softmax_pos,
-                   min(d.pos) FILTER (WHERE d.stage = 'matmul') AS first_matmul_pos,
-                   min(d.pos) FILTER (WHERE d.stage IN ({core})) AS core_pos,
-                   max(d.pos) FILTER (WHERE d.stage IN ({products})) AS core_end_pos,
-                   min(d.pos) FILTER (WHERE d.stage IN ('proj', 'qkv_proj')) AS first_proj_pos
+            SELECT call_id, {anchors("d.stage", "d.pos")}
             FROM _xstage WHERE call_id IS NOT NULL GROUP BY call_id"""
     )
     # Stages resolved over the decided slices only, then joined onto every slice.
@@ -283,8 +289,6 @@ def _gpu_op_stages(con, kind: str) -> None:
     # A kernel rule's matmul/proj/norm is resolved by the launch's position in its call.
     kernel_stage = resolve("km.stage", "launch_pos", "a", "true")
     cpu_decided = "cpu_source IN ('label', 'module', 'op')"
-    core_list = ", ".join(map(literal, ("matmul", *CORE_STAGES)))
-    products = ", ".join(map(literal, PRODUCTS))
     con.execute(
         f"""
         CREATE {kind} gpu_op_stages AS
@@ -309,12 +313,7 @@ def _gpu_op_stages(con, kind: str) -> None:
         ),
         -- Kernel-decided positions join the call's anchors (inductor launches its GEMMs with no op).
         ka AS (
-            SELECT call_id,
-                   min(launch_pos) FILTER (WHERE km.stage = 'softmax') AS softmax_pos,
-                   min(launch_pos) FILTER (WHERE km.stage = 'matmul') AS first_matmul_pos,
-                   min(launch_pos) FILTER (WHERE km.stage IN ({core_list})) AS core_pos,
-                   max(launch_pos) FILTER (WHERE km.stage IN ({products})) AS core_end_pos,
-                   min(launch_pos) FILTER (WHERE km.stage IN ('proj', 'qkv_proj')) AS first_proj_pos
+            SELECT call_id, {anchors("km.stage", "launch_pos")}
             FROM d WHERE source = 'kernel' AND call_id IS NOT NULL GROUP BY call_id
         ),
         a AS (
