@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import duckdb
 
-from .link import BLEED_NS
+from . import link
 
 SOFTMAX = r"^aten::(_?softmax|_safe_softmax)$"
 PRODUCT = r"^aten::(bmm|matmul)$"
@@ -118,11 +118,7 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
     )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _eager_pairs AS
-            WITH p AS MATERIALIZED (
-                SELECT x.id AS x, e.mkey, x.lane AS xl, e.lane AS el
-                FROM _eager_marks e JOIN _cpu x ON x.k0 >= e.k0 AND x.k1 <= e.k1 + {BLEED_NS}
-            )
-            SELECT x, mkey FROM p WHERE xl = el"""
+            SELECT x, key AS mkey FROM ({link.inside("_eager_marks", "mkey")})"""
     )
     for t in ("_eager_sm", "_eager_sib", "_eager_found"):
         con.execute(f"DROP TABLE {t}")

@@ -265,6 +265,21 @@ def _sweep(con) -> bool:
     return True
 
 
+def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
+    """SQL: ``(x, key, pos)`` for every CPU slice ``x`` (at ``pos``) inside a span of ``spans`` on its thread.
+
+    ``spans`` has ``key``, ``lane`` and the span's ends on the axis (``start``, ``end``); a
+    slice is inside when it starts within the span and ends at most ``BLEED_NS`` after it.
+    """
+    # Inequalities only (an IEJoin); the lane check afterwards matters only
+    # when the axis could not keep threads apart.
+    return f"""WITH p AS MATERIALIZED (
+                   SELECT x.id AS x, s.{key} AS key, x.pos, x.lane AS xl, s.lane AS sl
+                   FROM {spans} s JOIN _cpu x ON x.k0 >= s.{start} AND x.k1 <= s.{end} + {BLEED_NS}
+               )
+               SELECT x, key, pos FROM p WHERE xl = sl"""
+
+
 def _nest_leaves(con) -> None:
     """Runtime/driver calls: parent = innermost enclosing container."""
     con.execute(

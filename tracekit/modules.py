@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import duckdb
 
-from . import sqltext
-from .link import BLEED_NS
+from . import link, sqltext
 
 # The class of an ``nn.Module: <Class>_<n>`` scope; the function of a ``file.py(42): func`` frame.
 MODULE_CLASS = r"^nn\.Module: (.+?)(_[0-9]+)?$"
@@ -80,15 +79,9 @@ def scopes(con: duckdb.DuckDBPyConnection) -> None:
            SELECT s.*, l.lane, l.base + s.ts_ns AS s0, l.base + s.end_ns AS s1
            FROM _scope s JOIN _scope_lane l USING (trace_id, pid, tid)"""
     )
-    # Inequalities only (an IEJoin); the lane check afterwards matters only
-    # when the axis could not keep threads apart.
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _scope_pairs AS
-            WITH p AS MATERIALIZED (
-                SELECT x.id AS x, s.id AS sid, x.pos, x.lane AS xl, s.lane AS sl
-                FROM _scope_k s JOIN _cpu x ON x.k0 >= s.s0 AND x.k1 <= s.s1 + {BLEED_NS}
-            )
-            SELECT x, sid, pos FROM p WHERE xl = sl"""
+            SELECT x, key AS sid, pos FROM ({link.inside("_scope_k", "id", "s0", "s1")})"""
     )
     # A scope sits just before the first slice it contains; scopes sharing
     # that slice nest by start time (outer first, then the longer).
