@@ -196,12 +196,12 @@ def _sweep(con) -> bool:
 
     depth, keys, rows = open_at(pl.select(pl.repeat(True, n)).to_series())
     nested = depth > 0
-    c = idx.filter(nested)
-    p = at_level(keys, rows, depth.filter(nested) - 1, c)
+    c, dc = idx.filter(nested), depth.filter(nested)  # the nested slices and their depths
+    p = at_level(keys, rows, dc - 1, c)
     pg = p.clip(0)
     ok = (
         (p >= 0)
-        & (depth.gather(pg) == depth.filter(nested) - 1)
+        & (depth.gather(pg) == dc - 1)
         & (lane.gather(pg) == lane.filter(nested))
         & (k1.gather(pg) >= k1.filter(nested))
         & (k1.gather(pg) > k0.filter(nested))
@@ -211,7 +211,7 @@ def _sweep(con) -> bool:
 
     ids, pos, end = df["id"], df["pos"], df["end_ns"]
     # Every (slice, ancestor) pair, one per level above the slice.
-    lv = pl.DataFrame({"c": c, "d": depth.filter(nested)}).with_columns(lvl=pl.int_ranges(0, "d")).explode("lvl")
+    lv = pl.DataFrame({"c": c, "d": dc}).with_columns(lvl=pl.int_ranges(0, "d")).explode("lvl")
     a = at_level(keys, rows, lv["lvl"], lv["c"])
     anc = pl.DataFrame(
         {"id": ids.gather(lv["c"]), "aid": ids.gather(a), "a_pos": pos.gather(a), "a_end": end.gather(a)}
@@ -246,9 +246,9 @@ def _sweep(con) -> bool:
         {
             "c": c,
             "id": ids.gather(c),
-            "depth": depth.filter(nested),
+            "depth": dc,
             "parent_id": ids.gather(pg),
-            "root_id": ids.gather(at_level(keys, rows, depth.filter(nested) * 0, c)),
+            "root_id": ids.gather(at_level(keys, rows, dc * 0, c)),
             "op_id": id_of(op),
             "top_op_id": id_of(top),
             "annotation_id": id_of(ann),
