@@ -291,6 +291,12 @@ def test_smaller_inputs_end_in_one_line_naming_the_file(trace_file, tmp_path, ca
     odd = tmp_path / "back\\slash"
     odd.mkdir()
     _one_line(capsys, main(["load", str(trace_file), "-o", str(odd / "x.duckdb")]), "backslash")
+    # The same with several files merged from worker processes (--jobs 2), which did not check it.
+    second = tmp_path / "math2.json.gz"
+    second.write_bytes(trace_file.read_bytes())
+    args = ["load", str(trace_file), str(second), "-o", str(odd / "x.duckdb"), "--jobs", "2"]
+    _one_line(capsys, main(args), "backslash")
+    assert list(odd.iterdir()) == []
 
 
 def test_one_empty_rank_does_not_fail_a_directory(trace_file, tmp_path, capsys):

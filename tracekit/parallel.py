@@ -215,12 +215,11 @@ def build_file(
     writing ``out`` when some files failed, ``TraceFormatError`` (nothing
     written) when none loaded.
     """
-    out = Path(out)
-    if not out.parent.exists():
-        raise TracekitError(f"{out}: directory {out.parent} does not exist")
+    out = database.duckdb_path(Path(out))
     if memory_limit:
         memory_limit = sqlsafety.memory_limit(memory_limit, "--memory-limit")  # as database.build_file checks it
     sources = discover(paths)
+    outputs.target(out, [s.path for s in sources])  # as database.build_file checks it, but before any work
     jobs = min(jobs or default_jobs(), len(sources))
     labels = trace_labels([s.path for s in sources])
     work = out.with_name(f".{out.name}.{os.getpid()}.parts")
