@@ -91,19 +91,6 @@ grouped AS (
            count(*) AS calls, any_value(flops)::BIGINT AS flops_per_call, any_value(bytes)::BIGINT AS bytes_per_call,
            sum(kernel_ns)::BIGINT AS kernel_ns
     FROM per_call GROUP BY ALL
-),
-device_names AS (
-    SELECT t.trace_id, CASE WHEN $device = 'auto' THEN (SELECT arg_min(d.name, d.device) FROM devices d
-                                                       WHERE d.trace_id = t.trace_id) ELSE $device END AS name
-    FROM traces t
-),
-peaks AS (
-    SELECT dn.trace_id, r.dtype, arg_min(r.device, r.rule_order) AS device,
-           arg_min(CAST(r.peak_tflops AS DOUBLE), r.rule_order) AS peak_tflops,
-           arg_min(CAST(r.peak_tbps AS DOUBLE), r.rule_order) AS peak_tbps
-    FROM device_names dn JOIN rule_device_peaks r
-      ON regexp_matches(dn.name, r.pattern) OR starts_with(lower(r.device), lower(dn.name))
-    GROUP BY dn.trace_id, r.dtype
 )
 SELECT t.trace, CAST(g.x AS VARCHAR) AS input_dims, CAST(g.w AS VARCHAR) AS weight_dims,
        CAST(g.stride AS VARCHAR) AS stride, CAST(g.padding AS VARCHAR) AS padding,
@@ -120,5 +107,5 @@ SELECT t.trace, CAST(g.x AS VARCHAR) AS input_dims, CAST(g.w AS VARCHAR) AS weig
                  / least(p.peak_tflops, g.flops_per_call / g.bytes_per_call * p.peak_tbps) END AS roofline_pct
 FROM grouped g
 JOIN traces t USING (trace_id)
-LEFT JOIN peaks p ON p.trace_id = g.trace_id AND p.dtype = g.peak_dtype
+LEFT JOIN roofline_peaks($device) p ON p.trace_id = g.trace_id AND p.dtype = g.peak_dtype
 ORDER BY t.trace, g.kernel_ns DESC, input_dims, weight_dims, stride, padding, dilation, g.groups, g.dtype;

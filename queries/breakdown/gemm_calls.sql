@@ -114,19 +114,6 @@ grouped AS (
            sum(kernel_ns)::BIGINT AS kernel_ns
     FROM per_call
     GROUP BY trace_id, name, batch, m, n, k, dtype
-),
-device_names AS (
-    SELECT t.trace_id, CASE WHEN $device = 'auto' THEN (SELECT arg_min(d.name, d.device) FROM devices d
-                                                   WHERE d.trace_id = t.trace_id) ELSE $device END AS name
-    FROM traces t
-),
-peaks AS (
-    SELECT dn.trace_id, r.dtype, arg_min(r.device, r.rule_order) AS device,
-           arg_min(CAST(r.peak_tflops AS DOUBLE), r.rule_order) AS peak_tflops,
-           arg_min(CAST(r.peak_tbps AS DOUBLE), r.rule_order) AS peak_tbps
-    FROM device_names dn JOIN rule_device_peaks r
-      ON regexp_matches(dn.name, r.pattern) OR starts_with(lower(r.device), lower(dn.name))
-    GROUP BY dn.trace_id, r.dtype
 )
 SELECT t.trace, g.op, g.batch, g.m, g.n, g.k, g.dtype, g.calls, g.flops_per_call, g.bytes_per_call, g.kernel_ns,
        CASE WHEN g.kernel_ns > 0 THEN g.calls * g.flops_per_call / g.kernel_ns / 1e3 END AS tflops_per_s,
@@ -140,5 +127,5 @@ SELECT t.trace, g.op, g.batch, g.m, g.n, g.k, g.dtype, g.calls, g.flops_per_call
                  / least(p.peak_tflops, g.flops_per_call / g.bytes_per_call * p.peak_tbps) END AS roofline_pct
 FROM grouped g
 JOIN traces t USING (trace_id)
-LEFT JOIN peaks p ON p.trace_id = g.trace_id AND p.dtype = g.peak_dtype
+LEFT JOIN roofline_peaks($device) p ON p.trace_id = g.trace_id AND p.dtype = g.peak_dtype
 ORDER BY t.trace, g.kernel_ns DESC, g.op, g.batch, g.m, g.n, g.k, g.dtype;
