@@ -59,6 +59,16 @@ MACROS = (
         table=True,
     ),
     Macro(
+        "peak_dtype",
+        "dtype",
+        "The rule_device_peaks dtype (fp8, bf16, fp16, fp32, fp64) of an op's input dtype as Input types write it "
+        "(c10::Float8_*, c10::BFloat16, c10::Half, float, double); NULL for any other.",
+        """
+        CASE WHEN dtype LIKE 'c10::Float8%' THEN 'fp8' WHEN dtype = 'c10::BFloat16' THEN 'bf16'
+             WHEN dtype = 'c10::Half' THEN 'fp16' WHEN dtype = 'float' THEN 'fp32' WHEN dtype = 'double' THEN 'fp64'
+        END""",
+    ),
+    Macro(
         "roofline_peaks",
         "wanted",
         "The roofline peaks per trace and dtype: roofline_peaks(wanted) gives trace_id, dtype (fp8, bf16, ...), "

@@ -71,9 +71,7 @@ shaped AS (
            END AS out_spatial,
            CASE WHEN dtype IN ('double') THEN 8 WHEN dtype IN ('float') THEN 4
                 WHEN dtype IN ('c10::BFloat16', 'c10::Half') THEN 2 WHEN dtype LIKE 'c10::Float8%' THEN 1 END AS bpe,
-           CASE WHEN dtype LIKE 'c10::Float8%' THEN 'fp8' WHEN dtype = 'c10::BFloat16' THEN 'bf16'
-                WHEN dtype = 'c10::Half' THEN 'fp16' WHEN dtype = 'float' THEN 'fp32' WHEN dtype = 'double' THEN 'fp64'
-           END AS peak_dtype
+           peak_dtype(dtype) AS peak_dtype
     FROM parsed
 ),
 per_call AS (

@@ -96,9 +96,7 @@ sized AS (
                 WHEN dtype IN ('c10::BFloat16', 'c10::Half', 'short') THEN 2
                 WHEN dtype LIKE 'c10::Float8%' OR dtype IN ('signed char', 'unsigned char', 'c10::qint8') THEN 1
            END AS bpe,
-           CASE WHEN dtype LIKE 'c10::Float8%' THEN 'fp8' WHEN dtype = 'c10::BFloat16' THEN 'bf16'
-                WHEN dtype = 'c10::Half' THEN 'fp16' WHEN dtype = 'float' THEN 'fp32' WHEN dtype = 'double' THEN 'fp64'
-           END AS peak_dtype
+           peak_dtype(dtype) AS peak_dtype
     FROM shaped
     WHERE bmnk IS NOT NULL AND list_count(bmnk) = 4
 ),
