@@ -19,6 +19,7 @@ from synthetic import post_variants
 import tracekit
 from tracekit import outputs, render
 from tracekit.cli import main
+from tracekit.errors import QueryError
 
 
 @pytest.fixture
@@ -137,6 +138,11 @@ def test_sql_has_no_file_access_unless_allowed(trace_file, tmp_path, capsys):
         == 0
     )
     assert capsys.readouterr().out == "b\n42\n"
+    # Every way of running SQL from Python says the way out (rows() once gave DuckDB's bare message).
+    with tracekit.load(trace_file, cache=False, allow_files=False) as trace:
+        for run in (trace.rows, trace.sql, trace.arrow):
+            with pytest.raises(QueryError, match="--allow-files"):
+                run(f"SELECT * FROM read_csv('{secret}')")
 
 
 def test_a_broken_user_query_is_reported_and_the_rest_still_work(trace_file, tmp_path, capsys):

@@ -215,7 +215,7 @@ class Trace:
         try:
             return self._for(sql).execute(sql, dict(params) if params else None).fetchall()
         except duckdb.Error as exc:
-            raise QueryError(str(exc).strip()) from None
+            raise QueryError(_explain(str(exc).strip())) from None
 
     def sql(self, sql: str, params: Mapping[str, object] | None = None) -> Result:
         """Run ``sql`` (``$name`` parameters from ``params``) and return a ``Result``."""
