@@ -35,6 +35,24 @@ def test_a_query_uses_another_and_inherits_its_parameters(tmp_path):
         assert direct.height > 0
 
 
+def test_a_recursive_query_can_use_another(tmp_path):
+    # WITH RECURSIVE in the using query: the used query's CTE must go after RECURSIVE, not before it.
+    _write(
+        tmp_path,
+        "counted",
+        "-- Counted.\n--\n-- Three rows from a recursive CTE, next to attention_calls.\n--\n-- @uses attention_calls\n"
+        "-- @column n BIGINT  N.\n-- @column calls BIGINT  Calls.\n"
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3)\n"
+        "SELECT n, (SELECT count(*) FROM attention_calls) AS calls FROM r ORDER BY n;\n",
+    )
+    q = queries.find("counted", [tmp_path])
+    assert q.sql.startswith('WITH RECURSIVE "attention_calls" AS (')
+    with tracekit.load(SAMPLE) as trace:
+        calls = trace.query("attention_calls").height
+        assert calls > 0
+        assert trace.query("counted", query_dirs=[tmp_path]).rows() == [(1, calls), (2, calls), (3, calls)]
+
+
 def test_uses_errors_name_the_file(tmp_path):
     head = "-- T.\n--\n-- D.\n--\n"
     _write(tmp_path, "a", head + "-- @uses b\n-- @column x INTEGER  X.\nSELECT 1 AS x ORDER BY x;\n")

@@ -233,8 +233,11 @@ def resolve(lib: dict[str, Query], broken: dict[str, str] | None = None) -> dict
             if not any(pname in d.params for d in deps):
                 raise QueryError(f"{q.path}:{q.params[pname].line}: parameter {pname!r} is declared but not used")
         body = q.sql
-        if re.match(r"(?is)^with\s", body):
-            sql = "WITH " + ",\n".join(ctes) + ",\n" + body[4:].lstrip()
+        # The used queries' CTEs go first in this query's WITH (RECURSIVE stays right after WITH).
+        head = re.match(r"(?is)^with(\s+recursive)?\s", body)
+        if head:
+            keyword = "WITH RECURSIVE " if head.group(1) else "WITH "
+            sql = keyword + ",\n".join(ctes) + ",\n" + body[head.end() :]
         else:
             sql = "WITH " + ",\n".join(ctes) + "\n" + body
         out = Query(q.id, q.path, q.title, q.description, sql, params, q.columns, q.uses, [])
