@@ -111,6 +111,14 @@ def clean_env(monkeypatch):
     return monkeypatch
 
 
+def tiny_attention_args(impl: str, out: Path, *more: str, head_dim: int = 8, steps: bool = True) -> list[str]:
+    """``capture attention`` arguments for a 1x2x32xHEAD_DIM attention on CPU, one warm-up and one recorded step
+    (no step options when ``steps`` is false), then ``more``."""
+    shape = ["--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", str(head_dim)]
+    counts = ["--warmup", "1", "--steps", "1"] if steps else []
+    return ["attention", "--impl", impl, "--device", "cpu", *shape, *counts, "--out", str(out), *more]
+
+
 def capture_tiny_attention(impl: str, out: Path, tag: str):
     """One warm-up and one recorded step of a 1x2x32x8 attention on CPU in float32 (needs torch)."""
     import capture

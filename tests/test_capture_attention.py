@@ -9,6 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import tiny_attention_args  # noqa: E402
+
 import capture  # noqa: E402
 from capture.cli import main  # noqa: E402
 
@@ -116,27 +118,7 @@ def test_cluster_layout_path(tmp_path, monkeypatch):
 
 
 def test_cli_all_prints_one_line_per_impl(tmp_path, capsys):
-    args = [
-        "attention",
-        "--impl",
-        "naive,math",
-        "--device",
-        "cpu",
-        "--batch",
-        "1",
-        "--heads",
-        "2",
-        "--seq",
-        "32",
-        "--head-dim",
-        "8",
-        "--warmup",
-        "1",
-        "--steps",
-        "1",
-        "--out",
-        str(tmp_path),
-    ]
+    args = tiny_attention_args("naive,math", tmp_path)
     assert main(args) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split()[0] for line in lines] == ["naive", "math"]
@@ -145,25 +127,7 @@ def test_cli_all_prints_one_line_per_impl(tmp_path, capsys):
 
 def test_cli_named_unavailable_impl_fails_with_one_line(tmp_path, capsys):
     # cudnn never runs on a CPU device; on a CUDA build it is refused too with --device cpu.
-    code = main(
-        [
-            "attention",
-            "--impl",
-            "cudnn",
-            "--device",
-            "cpu",
-            "--batch",
-            "1",
-            "--heads",
-            "2",
-            "--seq",
-            "32",
-            "--head-dim",
-            "8",
-            "--out",
-            str(tmp_path),
-        ]
-    )
+    code = main(tiny_attention_args("cudnn", tmp_path, steps=False))
     captured = capsys.readouterr()
     assert code == 1
     assert captured.out == ""

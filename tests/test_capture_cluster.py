@@ -7,7 +7,7 @@ import json
 import socket
 
 import pytest
-from conftest import capture_tiny_attention
+from conftest import capture_tiny_attention, tiny_attention_args
 
 from capture import cluster as cl
 from capture.errors import CaptureError
@@ -99,31 +99,7 @@ def test_ranks_filter_records_only_listed_ranks(tmp_path, clean_env, capsys):
     pytest.importorskip("torch")
     from capture.cli import main
 
-    args = [
-        "attention",
-        "--impl",
-        "naive",
-        "--device",
-        "cpu",
-        "--batch",
-        "1",
-        "--heads",
-        "2",
-        "--seq",
-        "32",
-        "--head-dim",
-        "8",
-        "--warmup",
-        "1",
-        "--steps",
-        "1",
-        "--out",
-        str(tmp_path),
-        "--tag",
-        "t",
-        "--ranks",
-        "0,3",
-    ]
+    args = tiny_attention_args("naive", tmp_path, "--tag", "t", "--ranks", "0,3")
     for rank in ("0", "1", "3"):
         clean_env.setenv("RANK", rank)
         clean_env.setenv("WORLD_SIZE", "4")

@@ -12,6 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import tiny_attention_args  # noqa: E402
 from test_capture_model import TinyModel  # noqa: E402
 
 import capture  # noqa: E402
@@ -87,34 +88,14 @@ def test_model_mode_round_trip_labels_projections(tmp_path):
 def test_tracekit_capture_command_records_and_loads(tmp_path, capsys):
     from tracekit.cli import main
 
-    args = [
-        "capture",
-        "attention",
-        "--device",
-        "cpu",
-        "--out",
-        str(tmp_path),
-        "--flat",
-        "--batch",
-        "1",
-        "--heads",
-        "2",
-        "--seq",
-        "32",
-        "--head-dim",
-        "16",
-        "--dtype",
-        "fp32",
-        "--warmup",
-        "1",
-        "--steps",
-        "1",
-    ]
-    assert main([*args, "--impl", "naive"]) == 0
+    def args(impl: str) -> list[str]:
+        return ["capture", *tiny_attention_args(impl, tmp_path, "--flat", "--dtype", "fp32", head_dim=16)]
+
+    assert main(args("naive")) == 0
     assert "naive  attention:naive calls=1" in capsys.readouterr().out
     with tracekit.load(tmp_path / "naive.json.gz") as trace:
         assert trace.query("attention_calls")["impl"].to_list() == ["naive"]
-    assert main([*args, "--impl", "cudnn"]) == 1
+    assert main(args("cudnn")) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert any(line.startswith("cudnn: unavailable: ") for line in err)
 
