@@ -18,7 +18,7 @@ from decimal import Decimal
 
 import duckdb
 import pytest
-from conftest import VARIANTS
+from conftest import SHARED_TRACES, VARIANTS
 from synthetic import (
     A100_SXM4_80GB,
     CUDNN_KERNEL,
@@ -37,22 +37,7 @@ from tracekit.errors import TracekitError
 
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
-GPU_TRACES = [  # every shared trace with GPU ops
-    "hta/a100_event_sync_multi_stream.json.gz",
-    "hta/a100_nccl_rank0.json.gz",
-    "hta/a100_triton_example.json.gz",
-    "hta/legacy_runtime_kernel_cats.json.gz",
-    "hta/mi250_minitoy_train.json.gz",
-    "hta/v100_ns_resolution.json.gz",
-    "kineto/v100_resnet50_2021_legacy.json.gz",
-    "tracelens/b200_vllm_eager_paged-fp8.json.gz",
-    "tracelens/h100_bert-small_sdpa-flash.json.gz",
-    "tracelens/mi210_gpu_only.json.gz",
-    "tracelens/mi300_bert-small_sdpa-flash.json.gz",
-    "tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz",
-    "tracelens/normalization_gpu_user_annotation.json.gz",
-    "tracelens/torch_compile_triton.json.gz",
-]
+GPU_TRACES = [t for t in SHARED_TRACES if "cpu_only" not in t]  # every shared trace with GPU ops
 NVIDIA_TRACES = [p for p in GPU_TRACES if "/a100" in p or "/v100" in p or "/b200" in p or "/h100" in p]
 
 
@@ -180,6 +165,10 @@ TENSOR_CORE_MARKERS = (
     "bmm_MxE4m3_MxE2m1",  # cuBLAS / trtllm-gen on B200
     "_MI16x16x1_",
     "_MI32x32x1_",
+    "_MI16x16x16x1_",  # MFMA in Tensile (Cijk_*) names: the matrix-instruction tile
+    "_MI32x32x8x1_",
+    "igemm_fwd_gtcx3",  # MIOpen implicit GEMM on xdlops (MFMA)
+    "_xdl_cshuffle",  # composable_kernel xdl (MFMA) convolutions
     "igemm_fwd_gtcx2",
     "igemm_bwd_gtcx2",
     "igemm_wrw_gtcx2",  # AMD matrix cores
