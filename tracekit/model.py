@@ -69,6 +69,41 @@ MACROS = (
         END""",
     ),
     Macro(
+        "dtype_bytes",
+        "dtype",
+        "Bytes per element of a dtype as Input types write it (double 8; float, int 4; c10::BFloat16, c10::Half, "
+        "short 2; c10::Float8_*, signed/unsigned char, c10::qint8 1; complex types twice their part); NULL for any other.",
+        """
+        CASE WHEN dtype IN ('double', 'c10::complex<float>') THEN 8
+             WHEN dtype IN ('float', 'int', 'c10::complex<c10::Half>') THEN 4
+             WHEN dtype IN ('c10::BFloat16', 'c10::Half', 'short') THEN 2
+             WHEN dtype LIKE 'c10::Float8%' OR dtype IN ('signed char', 'unsigned char', 'c10::qint8') THEN 1
+        END""",
+    ),
+    Macro(
+        "op_subtree_gpu",
+        "names",
+        "Per CPU op whose name is in the list `names`: op_id, named_below (how many ops of those names lie strictly "
+        "below it) and kernel_ns (summed duration of the GPU ops launched anywhere in its subtree; NULL when it "
+        "launched none). What a call of a library op (a GEMM, a convolution) cost on the GPU, wherever below it the "
+        "kernels were launched.",
+        """
+        WITH RECURSIVE ops AS (
+            SELECT id FROM cpu_slices WHERE kind = 'cpu_op' AND list_contains(names, name)
+        ),
+        below(op_id, id) AS (
+            SELECT id, id FROM ops
+            UNION ALL
+            SELECT b.op_id, c.id FROM below b JOIN cpu_slices c ON c.parent_id = b.id WHERE c.kind = 'cpu_op'
+        )
+        SELECT b.op_id, count(*) FILTER (WHERE b.id <> b.op_id AND b.id IN (SELECT id FROM ops)) AS named_below,
+               sum(g.kernel_ns)::BIGINT AS kernel_ns
+        FROM below b
+        LEFT JOIN (SELECT cpu_op_id, sum(dur_ns) AS kernel_ns FROM gpu_ops GROUP BY cpu_op_id) g ON g.cpu_op_id = b.id
+        GROUP BY b.op_id""",
+        table=True,
+    ),
+    Macro(
         "roofline_peaks",
         "wanted",
         "The roofline peaks per trace and dtype: roofline_peaks(wanted) gives trace_id, dtype (fp8, bf16, ...), "

@@ -34,20 +34,13 @@
 -- @column roofline_device VARCHAR    Device of the peak-table row used.
 -- @column bound VARCHAR              compute or memory.
 -- @column roofline_pct DOUBLE        Achieved TFLOP/s as a share of the roofline at this intensity.
-WITH RECURSIVE convs AS (
-    SELECT id, trace_id, input_dims, input_types, concrete_inputs
-    FROM cpu_slices WHERE kind = 'cpu_op' AND name = 'aten::convolution'
-),
-below(conv_id, id) AS (
-    SELECT id, id FROM convs
-    UNION ALL
-    SELECT b.conv_id, c.id FROM below b JOIN cpu_slices c ON c.parent_id = b.id WHERE c.kind = 'cpu_op'
-),
-kernel_time AS (
-    SELECT b.conv_id, sum(o.dur_ns) AS kernel_ns FROM below b JOIN gpu_ops o ON o.cpu_op_id = b.id GROUP BY b.conv_id
+WITH convs AS (
+    SELECT s.id, s.trace_id, s.input_dims, s.input_types, s.concrete_inputs, c.kernel_ns
+    FROM op_subtree_gpu(['aten::convolution']) c JOIN cpu_slices s ON s.id = c.op_id
+    WHERE c.kernel_ns IS NOT NULL
 ),
 parsed AS (
-    SELECT c.id, c.trace_id, k.kernel_ns,
+    SELECT c.id, c.trace_id, c.kernel_ns,
            CAST(json_extract(c.input_dims, '$[0]') AS BIGINT[]) AS x,
            CAST(json_extract(c.input_dims, '$[1]') AS BIGINT[]) AS w,
            coalesce(json_array_length(json_extract(c.input_dims, '$[2]')), 0) > 0 AS bias,
@@ -58,7 +51,7 @@ parsed AS (
            lower(json_extract_string(c.concrete_inputs, '$[6]')) = 'true' AS transposed,
            TRY_CAST(json_extract_string(c.concrete_inputs, '$[7]') AS BIGINT[]) AS output_padding,
            TRY_CAST(json_extract_string(c.concrete_inputs, '$[8]') AS BIGINT) AS groups
-    FROM convs c JOIN kernel_time k ON k.conv_id = c.id
+    FROM convs c
 ),
 shaped AS (
     SELECT *,
@@ -69,8 +62,7 @@ shaped AS (
                      ELSE (x[i + 2] + 2 * padding[i] - dilation[i] * (w[i + 2] - 1) - 1) // stride[i] + 1 END
                 FOR i IN range(1, len(x) - 1)]
            END AS out_spatial,
-           CASE WHEN dtype IN ('double') THEN 8 WHEN dtype IN ('float') THEN 4
-                WHEN dtype IN ('c10::BFloat16', 'c10::Half') THEN 2 WHEN dtype LIKE 'c10::Float8%' THEN 1 END AS bpe,
+           dtype_bytes(dtype) AS bpe,
            peak_dtype(dtype) AS peak_dtype
     FROM parsed
 ),

@@ -37,27 +37,12 @@
 -- @column peak_tbps DOUBLE           Its peak memory bandwidth, TB/s.
 -- @column bound VARCHAR              compute or memory: which roof the call's FLOPs per byte hit.
 -- @column roofline_pct DOUBLE        Achieved TFLOP/s as a share of the roofline at this intensity (min(peak, intensity * bandwidth)).
-WITH RECURSIVE gemm_ops AS (
-    SELECT id, trace_id, name, input_dims, input_types
-    FROM cpu_slices
-    WHERE kind = 'cpu_op'
-      AND name IN ('aten::mm', 'aten::addmm', 'aten::bmm', 'aten::baddbmm', 'aten::_scaled_mm', 'aten::linear',
-                   'aten::matmul')
-),
-below(gemm_id, id) AS (
-    SELECT id, id FROM gemm_ops
-    UNION ALL
-    SELECT b.gemm_id, c.id FROM below b JOIN cpu_slices c ON c.parent_id = b.id WHERE c.kind = 'cpu_op'
-),
-leaf AS (
-    SELECT g.* FROM gemm_ops g
-    WHERE NOT EXISTS (SELECT 1 FROM below b JOIN gemm_ops o ON o.id = b.id WHERE b.gemm_id = g.id AND b.id <> g.id)
-),
-kernel_time AS (
-    SELECT b.gemm_id, sum(o.dur_ns) AS kernel_ns
-    FROM below b JOIN gpu_ops o ON o.cpu_op_id = b.id
-    WHERE b.gemm_id IN (SELECT id FROM leaf)
-    GROUP BY b.gemm_id
+WITH gemm_ops AS (
+    SELECT s.id, s.trace_id, s.name, s.input_dims, s.input_types, c.kernel_ns
+    FROM op_subtree_gpu(['aten::mm', 'aten::addmm', 'aten::bmm', 'aten::baddbmm', 'aten::_scaled_mm', 'aten::linear',
+                         'aten::matmul']) c
+    JOIN cpu_slices s ON s.id = c.op_id
+    WHERE c.named_below = 0 AND c.kernel_ns IS NOT NULL
 ),
 dims AS (
     SELECT l.id, l.trace_id, l.name,
@@ -66,8 +51,8 @@ dims AS (
            CAST(json_extract(l.input_dims, '$[2]') AS BIGINT[]) AS d2,
            json_array_length(l.input_dims) AS inputs,
            json_extract_string(l.input_types, '$[0]') AS t0, json_extract_string(l.input_types, '$[1]') AS t1,
-           k.kernel_ns
-    FROM leaf l JOIN kernel_time k ON k.gemm_id = l.id
+           l.kernel_ns
+    FROM gemm_ops l
 ),
 shaped AS (
     SELECT id, trace_id, name, kernel_ns,
@@ -91,11 +76,7 @@ shaped AS (
 ),
 sized AS (
     SELECT *, bmnk[1] AS batch, bmnk[2] AS m, bmnk[3] AS n, bmnk[4] AS k,
-           CASE WHEN dtype IN ('double', 'c10::complex<float>') THEN 8
-                WHEN dtype IN ('float', 'int', 'c10::complex<c10::Half>') THEN 4
-                WHEN dtype IN ('c10::BFloat16', 'c10::Half', 'short') THEN 2
-                WHEN dtype LIKE 'c10::Float8%' OR dtype IN ('signed char', 'unsigned char', 'c10::qint8') THEN 1
-           END AS bpe,
+           dtype_bytes(dtype) AS bpe,
            peak_dtype(dtype) AS peak_dtype
     FROM shaped
     WHERE bmnk IS NOT NULL AND list_count(bmnk) = 4
