@@ -365,29 +365,37 @@ def _cpu_slices(con, kind: str = "TABLE") -> None:
 
 
 def _runtime_calls(con, kind: str = "TABLE") -> None:
+    # The ac2g flow starts: per correlation, whether any exists and the
+    # (thread, time) each starts at; joined, not EXISTS-probed twice per call.
     con.execute(
         """
         CREATE TEMP TABLE _sflow AS
-        SELECT trace_id, TRY_CAST(flow_id AS BIGINT) AS correlation, pid, tid, ts_ns
+        SELECT DISTINCT trace_id, TRY_CAST(flow_id AS BIGINT) AS correlation, pid, tid, ts_ns
         FROM flows WHERE kind = 'ac2g' AND ph = 's'
         """
     )
     parse, typed = fields.typed(fields.RUNTIME, "args")
+    # A call's stack is its leaf stack (_lstack; no row at top level), not read back from cpu_slices.
     con.execute(
         f"""
         CREATE {kind} runtime_calls AS
         SELECT s.id, s.trace_id, s.kind, s.name AS api, s.pid, s.tid, s.ts_ns, s.dur_ns, s.end_ns,
                s.correlation, s.external_id, {typed},
                c.op_id AS cpu_op_id, op.name AS cpu_op_name, c.top_op_id, top.name AS top_op_name,
-               c.annotation_id, c.annotations[-1] AS annotation_name, c.annotations,
+               c.annotation_id, c.annotations[-1] AS annotation_name, coalesce(c.annotations, []) AS annotations,
                s.name ILIKE '%graphlaunch%' AS graph_launch,
                -- NULL: no ac2g flow has this correlation; false: flows exist, none starts at this call.
-               CASE WHEN EXISTS (SELECT 1 FROM _sflow f WHERE f.trace_id = s.trace_id AND f.correlation = s.correlation)
-                    THEN EXISTS (SELECT 1 FROM _sflow f WHERE f.trace_id = s.trace_id AND f.correlation = s.correlation
-                                 AND f.pid = s.pid AND f.tid = s.tid AND f.ts_ns = s.ts_ns) END AS flow_matches
-        FROM (SELECT *, {parse} FROM slices WHERE kind IN {_in(LAUNCH_KINDS)}) s JOIN cpu_slices c USING (id)
-        LEFT JOIN _cpu op ON op.id = c.op_id
-        LEFT JOIN _cpu top ON top.id = c.top_op_id
+               CASE WHEN fc.correlation IS NOT NULL THEN fm.correlation IS NOT NULL END AS flow_matches
+        FROM (SELECT *, {parse} FROM slices WHERE kind IN {_in(LAUNCH_KINDS)}) s
+        LEFT JOIN _lstack c USING (id)
+        -- Only the ops some call names: joined with every CPU slice, DuckDB would hash the wide calls instead.
+        LEFT JOIN (SELECT id, name FROM _cpu WHERE id IN (SELECT op_id FROM _lstack)) op ON op.id = c.op_id
+        LEFT JOIN (SELECT id, name FROM _cpu WHERE id IN (SELECT top_op_id FROM _lstack)) top ON top.id = c.top_op_id
+        LEFT JOIN (SELECT DISTINCT trace_id, correlation FROM _sflow) fc
+               ON fc.trace_id = s.trace_id AND fc.correlation = s.correlation
+        LEFT JOIN _sflow fm
+               ON fm.trace_id = s.trace_id AND fm.correlation = s.correlation
+              AND fm.pid = s.pid AND fm.tid = s.tid AND fm.ts_ns = s.ts_ns
         """
     )
     con.execute("DROP TABLE _sflow")
