@@ -186,12 +186,22 @@ def build(
     """
     con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
     ingest.create_tables(con)
+    # The parse runs outside a transaction: a failed parse is retried (ingest), and a failed
+    # statement would abort a transaction. The ~160 statements after it (views, COMMENT ON,
+    # the rule rows, the linked model) commit once: each one committed alone costs a write of
+    # the catalog (COMMENT ON of the base tables: 0.67 s in autocommit, 0.09 s in one transaction).
     ingest.ingest(con, sources, progress=progress, warn=warn)
-    finish(con, warn)
-    comment(con)
-    write_info(con, sources)
-    if linked:
-        model.build(con)
+    con.execute("BEGIN")
+    try:
+        finish(con, warn)
+        comment(con)
+        write_info(con, sources)
+        if linked:
+            model.build(con)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 def write_info(con: duckdb.DuckDBPyConnection, sources: list[Source]) -> None:
