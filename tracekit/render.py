@@ -87,6 +87,7 @@ def _cell(value, exact: bool = False) -> str:
 
 # Characters a terminal acts on (escape sequences, carriage returns): shown escaped in table cells.
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+_CONTROL_RE = r"[\x00-\x1f\x7f\x{80}-\x{9f}]"  # the same characters, as an RE2 class
 BATCH_ROWS = 10_000
 
 
@@ -111,10 +112,14 @@ def _escaped(table: pa.Table) -> pa.Table:
     """``table`` with control characters in its text columns shown as ``\\x1b``: a kernel name
     cannot send escape sequences to the terminal."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     cols = []
     for col in table.columns:
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) and pc.any(
+            pc.match_substring_regex(col, _CONTROL_RE)
+        ).as_py():
+            # Only a column that holds one is rebuilt: pa.array of a Python list imports pandas (0.3 s).
             col = pa.array([v if v is None else v.translate(_CONTROL) for v in col.to_pylist()], col.type)
         cols.append(col)
     return pa.Table.from_arrays(cols, schema=table.schema)
