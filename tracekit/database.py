@@ -20,7 +20,7 @@ from . import __version__, ingest, locks, model, outputs, ranks, rules, schema, 
 from .errors import TraceFormatError, TracekitError
 from .kinds import GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
 from .sources import Source, discover
-from .sqltext import Macro, in_list, literal
+from .sqltext import Macro, in_list, literal, placeholders
 
 # Bump whenever a table or column changes meaning: cached databases with
 # another version are rebuilt, user-built ones are refused with advice.
@@ -213,7 +213,9 @@ def write_info(con: duckdb.DuckDBPyConnection, sources: list[Source]) -> None:
         "inputs": json.dumps([str(s.path) for s in sources]),
         "linked": "false",
     }
-    con.executemany("INSERT INTO tracekit_info VALUES (?, ?)", list(info.items()))
+    con.execute(
+        f"INSERT INTO tracekit_info VALUES {placeholders(2, len(info))}", [v for kv in info.items() for v in kv]
+    )
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> None:

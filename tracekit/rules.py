@@ -21,6 +21,7 @@ from pathlib import Path
 import duckdb
 
 from .errors import TracekitError
+from .sqltext import placeholders
 
 SHIPPED = Path(__file__).resolve().parent / "rules"
 
@@ -90,8 +91,9 @@ def load(con: duckdb.DuckDBPyConnection, extra_dirs=(), temp: bool = False) -> l
         cols = ", ".join(f'"{c}" VARCHAR' for c in columns)
         kind = "TEMP TABLE" if temp else "TABLE"
         con.execute(f"CREATE OR REPLACE {kind} rule_{name} ({cols}, rule_file VARCHAR, rule_order INTEGER)")
-        con.executemany(
-            f"INSERT INTO rule_{name} VALUES ({', '.join('?' * (len(columns) + 2))})",
-            [(*r, i) for i, r in enumerate(rows, start=1)],
-        )
+        if rows:
+            con.execute(
+                f"INSERT INTO rule_{name} VALUES {placeholders(len(columns) + 2, len(rows))}",
+                [v for i, r in enumerate(rows, start=1) for v in (*r, i)],
+            )
     return names_
