@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from cluster_synthetic import GOLDEN_JOB, make_job
@@ -11,31 +12,90 @@ from conftest import require_shared
 from synthetic import post_variants
 
 import tracekit
-from tracekit import dataset, queries
+from tracekit import dataset, model, queries, schema
 from tracekit.cli import main
 
 SHIPPED = sorted(q.id for q in queries.library().values())
+# Two real traces of other kinds beside the ranks, so the merged ids really shift: BERT's SDPA calls, and a
+# ViT whose nn.Module scopes give python_functions parents, call ids from module scopes and decider ids.
+SHARED = ("tracelens/h100_bert-small_sdpa-flash.json.gz", "tracelens/mi300_falconsai_vit_sdpa_modules.json.gz")
+
+
+def model_rows(trace) -> dict[str, list]:
+    """Every row of every table and view of the linked model (model.NAMES), ordered by all columns, and of
+    the base tables (traces without loaded_on: which process parsed the file)."""
+    rows = {name: trace.rows(f"SELECT * FROM {name} ORDER BY ALL") for name in model.NAMES}
+    rows["traces"] = trace.rows("SELECT * EXCLUDE (loaded_on) FROM traces ORDER BY ALL")
+    for name in ("devices", "events"):
+        rows[name] = trace.rows(f"SELECT * FROM {name} ORDER BY ALL")
+    return rows
+
+
+def assert_same_rows(a: dict[str, list], b: dict[str, list]) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name] == b[name], name
 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    """Four NCCL ranks of one job (skewed clocks, a late rank) and two attention traces, in one folder."""
+    """Four NCCL ranks of one job (skewed clocks, a late rank), two synthetic attention traces and two
+    shared ones, in one folder."""
     folder = tmp_path_factory.mktemp("job")
     make_job(require_shared() / "hta/a100_nccl_rank0.json.gz", folder / "ranks", **GOLDEN_JOB)
     variants = post_variants(["flash", "math"])
     (folder / "attention").mkdir()
     for name, v in variants.items():
         v.write(folder / "attention" / f"{name}.json.gz")
+    (folder / "shared").mkdir()
+    for rel in SHARED:
+        (folder / "shared" / Path(rel).name).write_bytes((require_shared() / rel).read_bytes())
     return folder
 
 
-def test_a_dataset_loaded_on_dask_answers_every_query_like_a_duckdb(job, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def reference(job):
+    """The rows of the job loaded in one process, the linked model built once over the whole database."""
+    with tracekit.load(job) as one:
+        one.link()
+        rows = model_rows(one)
+    assert len(rows["traces"]) == 8
+    for name in ("cpu_slices", "gpu_ops", "python_functions", "collectives", "attention_calls", "cpu_stages"):
+        assert rows[name], name
+    return rows
+
+
+def test_linked_in_worker_processes_the_rows_are_those_of_one_link(job, reference, tmp_path):
+    """load --jobs 2 --link links each file in its task; the merge shifts every id column the schema declares."""
+    out = tmp_path / "many.duckdb"
+    assert main(["load", str(job), "-o", str(out), "--jobs", "2", "--link", "-q"]) == 0
+    with tracekit.open(out) as many:
+        assert many.rows("SELECT value FROM tracekit_info WHERE key = 'linked'") == [("true",)]
+        assert len(many.rows("SELECT DISTINCT loaded_on FROM traces")) == 2
+        assert_same_rows(reference, model_rows(many))
+
+
+def test_a_dataset_holds_the_linked_tables_of_one_link(job, reference, tmp_path):
+    """load --parquet links in each task and writes the linked tables as partitions: open() reads them."""
+    out = tmp_path / "dataset"
+    assert main(["load", str(job), "-o", str(out), "--parquet", "--jobs", "2", "-q"]) == 0
+    assert (out / "cpu_slices" / "trace_id=8" / "data.parquet").is_file()
+    assert (out / "rule_op_stages" / "data.parquet").is_file()
+    with tracekit.load(out) as ds:
+        assert ds.linked  # read from the files, not built on first use
+        assert_same_rows(reference, model_rows(ds))
+
+
+def test_a_dataset_loaded_on_dask_answers_every_query_like_a_duckdb(job, reference, tmp_path, capsys):
     pytest.importorskip("dask.distributed")
     out = tmp_path / "dataset"
     assert main(["load", str(job), "-o", str(out), "--parquet", "--dask", "local:2", "-q"]) == 0
     assert dataset.is_dataset(out)
-    assert sorted(p.name for p in out.iterdir()) == ["devices", "events", "tracekit_dataset.json", "traces"]
-    assert sorted(p.name for p in (out / "events").iterdir()) == [f"trace_id={i}" for i in range(1, 7)]
+    tables = [n for n in model.NAMES if schema.TABLES[n].kind == "table"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["devices", "events", "tracekit_dataset.json", "traces", *tables]
+    )
+    assert sorted(p.name for p in (out / "events").iterdir()) == [f"trace_id={i}" for i in range(1, 9)]
     one = tracekit.load(job, output=tmp_path / "one.duckdb")
     ds = tracekit.load(out)
     try:
@@ -47,11 +107,12 @@ def test_a_dataset_loaded_on_dask_answers_every_query_like_a_duckdb(job, tmp_pat
             assert a.to_pylist() == b.to_pylist(), name
         same = "SELECT * EXCLUDE (loaded_on) FROM traces ORDER BY trace_id"
         assert one.rows(same) == ds.rows(same)
+        assert_same_rows(reference, model_rows(ds))
     finally:
         one.close()
         ds.close()
     manifest = json.loads((out / "tracekit_dataset.json").read_text())
-    assert [t["trace_id"] for t in manifest["traces"]] == list(range(1, 7))
+    assert [t["trace_id"] for t in manifest["traces"]] == list(range(1, 9))
 
 
 def test_a_bad_rank_is_reported_and_the_dataset_holds_the_others(job, tmp_path, capsys):

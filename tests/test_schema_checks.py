@@ -37,7 +37,9 @@ def _violations(trace) -> list[str]:
                     sql = f"SELECT count(*) FILTER (WHERE {c} IS NULL) FROM {t}"
                 elif check.startswith("ref:"):
                     rt, rc = check[4:].split(".")
-                    sql = f'SELECT count(*) FROM {t} x WHERE x.{c} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "{rt}" r WHERE r."{rc}" = x.{c})'
+                    # A list column (annotation_ids): every element refers.
+                    v = f"unnest({c})" if col.type.endswith("[]") else c
+                    sql = f'SELECT count(*) FROM (SELECT {v} AS v FROM {t}) x WHERE x.v IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "{rt}" r WHERE r."{rc}" = x.v)'
                 elif check == "in:stages":
                     sql = f"SELECT count(*) FROM {t} WHERE {c} NOT IN {in_list(stages.names())}"
                 else:

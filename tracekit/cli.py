@@ -209,21 +209,24 @@ def cli(debug, allow_files):
     "--link",
     "link_now",
     is_flag=True,
-    help="Also build the linked tables (CPU op stacks, launches, attention stages) now; by default the "
-    "first query that needs them builds them and writes them into OUTPUT.",
+    help="Also build the linked tables (CPU op stacks, launches, attention stages) now, each file's in its "
+    "load task (--jobs, --dask); by default the first query that needs them builds them and writes them into "
+    "OUTPUT. A --parquet dataset is always linked.",
 )
 @click.option(
     "-j",
     "--jobs",
     type=click.IntRange(min=1),
     metavar="N",
-    help="Worker processes that parse files in parallel (default: the cores); 1 loads in this process.",
+    help="Worker processes that load (and with --link, link) files in parallel (default: the cores); "
+    "1 loads in this process.",
 )
 @click.option(
     "--parquet",
     is_flag=True,
     help="Write a Parquet dataset into the folder OUTPUT (one folder per table, partitioned by trace, zstd) "
-    "instead of a DuckDB file; every command reads it as a SOURCE.",
+    "instead of a DuckDB file, the linked tables included (each file is loaded and linked in its own task); "
+    "every command reads it as a SOURCE.",
 )
 @click.option(
     "--dask",
@@ -246,7 +249,9 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
 
     OUTPUT holds every event at once; the linked model (cpu_slices, gpu_ops,
     the stage tables) is built by the first query that names one of its
-    tables, once (it is written into OUTPUT), or right away with --link.
+    tables, once (it is written into OUTPUT), or right away with --link:
+    then each file is linked in its load task, in parallel (every linked
+    table is per trace), and the merge renumbers the ids.
 
     \b
     Example:
@@ -262,8 +267,6 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
     if parquet:
         _load_dataset(paths, output, force, quiet, jobs, dask, progress)
         return
-    if link_now and dask:
-        raise TracekitError("--link is not supported with --dask: the first query links the database")
     with _loading(progress, quiet, lambda: api.open(output), output, link_now):
         if dask:
             from . import dataset
@@ -274,6 +277,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
                 progress=progress,
                 warn=console.warn,
                 memory_limit=memory_limit,
+                linked=link_now,
                 runner=dataset.dask_runner(dask),
             )
             trace = api.open(path)

@@ -1,22 +1,26 @@
 """Past one machine: Parquet datasets, and load tasks on a Dask cluster.
 
 ``tracekit load SOURCES -o OUT/ --parquet`` writes a dataset: one folder per
-base table (``traces``, ``devices``, ``events``), partitioned by trace
-(``events/trace_id=3/data.parquet``, zstd), and the manifest ``tracekit_dataset.json``, written
-last. Each file is one task (``load_part``, as for ``load --jobs``): it parses
-the file into a DuckDB file of its own and writes its partitions into a
-staging folder, renamed into place whole, so a task that dies (and is retried)
-leaves nothing half written and nothing large passes through the scheduler.
+table, the base tables (``traces``, ``devices``, ``events``) and the linked
+model's (``cpu_slices``, ``gpu_ops``, ... ``attention_calls``), partitioned by
+trace (``events/trace_id=3/data.parquet``, zstd; the ``rule_*`` tables, the
+same for every trace, once), and the manifest ``tracekit_dataset.json``,
+written last. Each file is one load-and-link task (``load_part``, as for
+``load --jobs --link``): it parses and links the file in a DuckDB file of its
+own and writes its partitions into a staging folder, renamed into place whole,
+so a task that dies (and is retried) leaves nothing half written and nothing
+large passes through the scheduler.
 The commit then numbers the traces in file order, aligns the ranks' clocks
 (over the communication kernels only) and writes the ``traces`` partitions and
 the manifest. A folder without its manifest is not a dataset.
 
-Opening a dataset (``open``) gives a ``Trace`` whose base tables are DuckDB
+Opening a dataset (``open``) gives a ``Trace`` whose tables are DuckDB
 views over the Parquet files, with the ids a one-process load would have
-given (each trace's events are numbered from 0 in its partition and shifted
-by the events of the traces before it): every query answers with the same
-rows as over a ``.duckdb`` of the same traces. The linked model is built in
-memory on first use.
+given (each trace's ids are numbered from 0 in its partitions and every id
+column, ``schema.id_columns``, is shifted by the events of the traces before
+it): every query answers with the same rows as over a ``.duckdb`` of the same
+traces. A dataset written without the linked tables is linked on first use,
+in memory.
 
 ``--dask ADDRESS`` runs the tasks on a Dask cluster (``tcp://host:8786``, or
 ``local:N`` for a ``LocalCluster`` of N worker processes); the output folder
@@ -35,7 +39,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, database, ingest, outputs, parallel, schema
+from . import __version__, database, ingest, model, outputs, parallel, schema
 from .api import Trace
 from .errors import TraceFormatError, TracekitError
 from .sources import discover, trace_labels
@@ -57,24 +61,34 @@ def _copy(con, sql: str, path: Path) -> None:
 
 
 def load_part_parquet(index: int, path: str, label: str, from_directory: bool, out_dir: str) -> parallel.PartResult:
-    """One task: load one file and write its partitions under ``out_dir``/.staging/NNNNNN (atomically)."""
+    """One task: load and link one file and write its partitions under ``out_dir``/.staging/NNNNNN (atomically).
+
+    Every table of the part is written: the base tables and the linked
+    model's, each with the columns and types it has (``columns.json``: Parquet
+    does not keep DuckDB's JSON type), ids as the part numbers them.
+    """
     staging = Path(out_dir) / STAGING
     final = staging / f"{index:06d}"
     tmp = staging / f"{index:06d}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        result = parallel.load_part(index, path, label, from_directory, str(tmp / "part.duckdb"), threads=1)
+        result = parallel.load_part(
+            index, path, label, from_directory, str(tmp / "part.duckdb"), threads=1, linked=True
+        )
         if result.part is None:
             return result
         con = duckdb.connect(result.part, read_only=True)
         try:
             con.execute("SET enable_progress_bar = false")
-            for table in TABLES:
+            tables = parallel.part_tables(con, con.execute("SELECT current_database()").fetchall()[0][0])
+            for table, columns in tables.items():
                 # trace_id is the partition folder's (set at commit), not a column of the files.
-                _copy(con, f"SELECT * EXCLUDE (trace_id) FROM {table}", tmp / f"{table}.parquet")
+                drop = " EXCLUDE (trace_id)" if any(c == "trace_id" for c, _ in columns) else ""
+                _copy(con, f"SELECT *{drop} FROM {table}", tmp / f"{table}.parquet")
         finally:
             con.close()
+        (tmp / "columns.json").write_text(json.dumps(tables))
         os.unlink(result.part)
         shutil.rmtree(final, ignore_errors=True)  # a retried task's earlier, complete attempt
         os.replace(tmp, final)
@@ -154,17 +168,33 @@ def build(
 
 
 def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> None:
-    """Number the traces, move the partitions into place, align clocks, write traces and the manifest."""
+    """Number the traces, move the partitions into place, align clocks, write traces and the manifest.
+
+    The tables with a trace id (``schema.id_columns``) are partitioned by
+    trace; the others (the ``rule_*`` tables: the same for every trace) are
+    written once, from the first part. The manifest records every table's
+    columns, and the linked model's tables only when every part was linked.
+    """
     entries: list[dict] = []
     id_base = 0
+    columns = [json.loads((Path(str(r.part)) / "columns.json").read_text()) for r in parts]
+    linked = all(set(model.NAMES) & set(c) for c in columns)
+    tables = {t: cols for t, cols in columns[0].items() if t not in model.NAMES or linked}
     con = duckdb.connect()
     try:
         for trace_id, r in enumerate(parts, start=1):
             staged = Path(str(r.part))
             n = con.execute(f"SELECT count(*) FROM read_parquet({literal(str(staged / 'events.parquet'))})").fetchall()
             events = int(n[0][0])
-            for table in ("devices", "events"):
-                dest = out_dir / table / f"trace_id={trace_id}"
+            for table in tables:
+                if table == "traces":
+                    continue  # renumbered and clock-aligned below
+                if _per_trace(table):
+                    dest = out_dir / table / f"trace_id={trace_id}"
+                elif trace_id == 1:
+                    dest = out_dir / table
+                else:
+                    continue
                 dest.mkdir(parents=True, exist_ok=True)
                 os.replace(staged / f"{table}.parquet", dest / "data.parquet")
             entries.append(
@@ -195,36 +225,50 @@ def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> N
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "inputs": [str(s.path) for s in sources],
         "traces": [{k: e[k] for k in ("trace_id", "path", "id_base", "events")} for e in entries],
+        "linked": linked,
+        "tables": tables,
     }
     outputs.write_text(out_dir / MANIFEST, json.dumps(manifest, indent=1))
 
 
-def _base_views(con, out_dir: Path, entries: list[dict], traces_table: bool = False) -> None:
-    """Views with the base tables' columns, in their order, over the dataset's partitions."""
+def _per_trace(table: str) -> bool:
+    """Whether ``table`` holds rows of each trace (a trace id column), so it is partitioned by trace."""
+    return "traces.trace_id" in schema.id_columns(table).values()
+
+
+def _column(table: str, name: str, typ: str) -> str:
+    """A column of a view over the partitions, its ids those of a one-process load of the traces."""
+    space = schema.id_columns(table).get(name)
+    if space == "events.id":  # numbered from 0 in each trace's partition: shifted by the traces before it
+        value = f"list_transform(p.{name}, lambda x: x + b.id_base)" if typ.endswith("[]") else f"p.{name} + b.id_base"
+    elif space == "traces.trace_id" and name != "trace_id":  # trace_id itself is the partition's, renumbered
+        value = f"p.{name} + b.trace_id - 1"
+    else:
+        value = f"p.{name}"
+    # The recorded types: Parquet keeps values, not DuckDB's JSON alias or INTEGER widths.
+    return f"CAST({value} AS {typ}) AS {name}"
+
+
+def _base_views(
+    con, out_dir: Path, entries: list[dict], traces_table: bool = False, tables: dict | None = None
+) -> None:
+    """Views over the dataset's partitions with the columns of the tables, in their order: the base
+    tables' as the schema declares them, and ``tables`` (name: [[column, type], ...], the manifest's)."""
     con.execute("CREATE OR REPLACE TEMP TABLE _id_base (trace_id INTEGER, id_base BIGINT)")
     con.executemany("INSERT INTO _id_base VALUES (?, ?)", [(e["trace_id"], e["id_base"]) for e in entries])
-
-    def files(table: str) -> str:
-        return literal(str(out_dir / table / "*" / "data.parquet"))
-
-    def cols(table: str, alias: str = "p") -> str:
-        # The declared types: Parquet keeps values, not DuckDB's JSON alias or INTEGER widths.
-        return ", ".join(
-            f"CAST({alias}.{c.name} + b.id_base AS {c.type}) AS {c.name}"
-            if table == "events" and c.name == "id"
-            else f"CAST({alias}.{c.name} AS {c.type}) AS {c.name}"
-            for c in schema.TABLES[table].columns
-        )
-
-    for table in TABLES:
+    views = {t: [(c.name, c.type) for c in schema.TABLES[t].columns] for t in TABLES}
+    views.update({t: cols for t, cols in (tables or {}).items() if t not in TABLES})
+    for table, columns in views.items():
         if table == "traces" and traces_table:
             continue
-        # Every trace's events are numbered from 0 in its partition: shifted by the traces before it.
-        join = " JOIN _id_base b USING (trace_id)" if table == "events" else ""
-        con.execute(
-            f"CREATE VIEW {table} AS SELECT {cols(table)} FROM "
-            f"read_parquet({files(table)}, hive_partitioning = true, union_by_name = true) p{join}"
-        )
+        cols = ", ".join(_column(table, name, typ) for name, typ in columns)
+        if _per_trace(table):
+            files = literal(str(out_dir / table / "*" / "data.parquet"))
+            source = f"read_parquet({files}, hive_partitioning = true, union_by_name = true) p"
+            source += " JOIN _id_base b USING (trace_id)"
+        else:
+            source = f"read_parquet({literal(str(out_dir / table / 'data.parquet'))}) p"
+        con.execute(f"CREATE VIEW {table} AS SELECT {cols} FROM {source}")
     for name, phases in ingest.PHASE_VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS SELECT * FROM events WHERE ph IN ({', '.join(map(literal, phases))})")
     every = ", ".join(literal(p) for phases in ingest.PHASE_VIEWS.values() for p in phases)
@@ -232,7 +276,8 @@ def _base_views(con, out_dir: Path, entries: list[dict], traces_table: bool = Fa
 
 
 def open(path, allow_files: bool | None = None) -> Trace:  # noqa: A001 - mirrors tracekit.open
-    """Open a dataset folder: its base tables as views over the Parquet files, linked on first use in memory."""
+    """Open a dataset folder: its tables as views over the Parquet files (a dataset written without the
+    linked tables is linked on first use, in memory)."""
     path = Path(path).resolve()
     try:
         manifest = json.loads((path / MANIFEST).read_text())
@@ -252,6 +297,9 @@ def open(path, allow_files: bool | None = None) -> Trace:  # noqa: A001 - mirror
         "INSERT INTO tracekit_info VALUES (?, ?)",
         [("schema_version", str(database.SCHEMA_VERSION)), ("linked", "false"), ("dataset", str(path))],
     )
-    _base_views(con, path, manifest["traces"])
+    tables = manifest.get("tables") if manifest.get("linked") else None
+    _base_views(con, path, manifest["traces"], tables=tables)
     database.create_views(con)
+    if tables:
+        model.adopt(con, comment=False)
     return Trace(con, None, allow_files=allow_files, readable=(path,))

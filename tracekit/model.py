@@ -209,6 +209,19 @@ def build(
         con.execute("UPDATE tracekit_info SET value = 'true' WHERE key = 'linked'")
 
 
+def adopt(con: duckdb.DuckDBPyConnection, comment: bool = True) -> None:
+    """The linked tables are in ``con`` already (merged from traces linked one by one, or a dataset's
+    Parquet files): create what the build creates over them (the steps that make only views and
+    macros), their docs when ``comment``, and record the model built."""
+    ctx = Context(False, ())
+    for step in STEPS:
+        if step.creates and all(schema.TABLES[n].kind == "view" for n in step.creates):
+            step.run(con, ctx)
+    if comment:
+        con.execute(schema.comments(NAMES))
+    con.execute("UPDATE tracekit_info SET value = 'true' WHERE key = 'linked'")
+
+
 def is_built(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether the linked model exists (in the database or as this session's TEMP tables)."""
     rows = con.execute("SELECT value FROM tracekit_info WHERE key = 'linked'").fetchall()

@@ -1,11 +1,13 @@
 """Loading many traces at once: one task per file in worker processes, then one merge.
 
-Every base table is per trace, so each file is parsed and checked on its own
-(``load_part``: a small DuckDB file holding that trace's rows, numbered from
-1 and 0) and the parts are merged in file order into the output with their ids
-shifted by what precedes them: the output holds exactly the rows a one-process
-load of the same files writes. The merge then runs what needs every trace at
-once: the views, the duplicate-rank check and the clock alignment (``ranks``).
+Every base table and every linked table is per trace, so each file is parsed
+and checked on its own, and linked too when the model is wanted (``load_part``:
+a small DuckDB file holding that trace's rows, numbered from 1 and 0), and the
+parts are merged in file order into the output with every id column the schema
+declares (``schema.id_columns``) shifted by what precedes them: the output
+holds exactly the rows a one-process load (and link) of the same files writes.
+The merge then runs what needs every trace at once: the views, the
+duplicate-rank check and the clock alignment (``ranks``).
 
 A file that fails does not stop the others: every failure is reported by name
 at the end, the output holds the traces that loaded, and ``PartialLoadError``
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import database, ingest, model, outputs, sqlsafety
+from . import database, ingest, model, outputs, schema, sqlsafety
 from .errors import NotATraceError, TraceFormatError, TracekitError
 from .sources import Source, discover, trace_labels
 
@@ -73,8 +75,10 @@ def load_part(
     part: str,
     memory_limit: str | None = None,
     threads: int | None = None,
+    linked: bool = False,
 ) -> PartResult:
-    """Load one trace file into the DuckDB file ``part`` (its base tables only).
+    """Load one trace file into the DuckDB file ``part``: its base tables, and with ``linked`` its
+    linked model too (every linked table is per trace, so the merge only renumbers it).
 
     Runs in a worker process (or a Dask task); errors come back as data, so
     one bad file never takes the others down.
@@ -93,8 +97,13 @@ def load_part(
         try:
             # No progress bar: a worker's stderr is the terminal of the command that started it.
             con.execute("SET enable_progress_bar = false")
+            con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
+            con.execute("INSERT INTO tracekit_info VALUES ('linked', 'false')")
             ingest.create_tables(con)
             ingest.ingest(con, [source], labels=[label], warn=skipped.append)
+            if linked:
+                database.create_views(con)  # the base views and macros the model reads
+                model.build(con)
             con.execute("CHECKPOINT")
         finally:
             con.close()
@@ -113,20 +122,77 @@ def load_part(
     return PartResult(index, path, part, loaded_on=loaded_on())
 
 
-def merge(con: duckdb.DuckDBPyConnection, parts: list[str]) -> int:
-    """Append the parts' base tables to ``con`` in order, ids shifted; return traces merged."""
+BASE_TABLES = ("traces", "devices", "events")
+
+
+def shifted(table: str, columns, offsets: dict[str, int]) -> str:
+    """The select list of ``table``'s ``columns`` (name, type) with every id column (``schema.id_columns``)
+    moved by the offset of its id space (``offsets``: ``events.id`` and ``traces.trace_id``)."""
+    ids = schema.id_columns(table)
+    out = []
+    for name, typ in columns:
+        n = offsets[ids[name]] if name in ids else 0
+        if not n:
+            out.append(name)
+        elif typ.endswith("[]"):
+            out.append(f"list_transform({name}, lambda x: x + {int(n)}) AS {name}")
+        else:
+            out.append(f"{name} + {int(n)} AS {name}")
+    return ", ".join(out)
+
+
+def part_tables(con: duckdb.DuckDBPyConnection, database_name: str) -> dict[str, list[tuple[str, str]]]:
+    """The tables of an attached part that a merge carries: the base tables, and the linked model's
+    tables (``model.NAMES`` stored as tables) when the part was linked; each with its columns, in order."""
+    linked = con.execute(f"SELECT value FROM {database_name}.tracekit_info WHERE key = 'linked'").fetchall()
+    wanted = BASE_TABLES + (model.NAMES if linked and linked[0][0] == "true" else ())
+    rows = con.execute(
+        """SELECT c.table_name, c.column_name, c.data_type FROM duckdb_columns() c
+           JOIN duckdb_tables() t USING (database_name, schema_name, table_name)
+           WHERE c.database_name = ? ORDER BY c.table_name, c.column_index""",
+        [database_name],
+    ).fetchall()
+    out: dict[str, list[tuple[str, str]]] = {}
+    for table, column, typ in rows:
+        if table in wanted:
+            out.setdefault(table, []).append((column, typ))
+    return {t: out[t] for t in wanted if t in out}
+
+
+def merge(con: duckdb.DuckDBPyConnection, parts: list[str]) -> bool:
+    """Append the parts' tables to ``con`` in order, ids shifted; True when every part was linked.
+
+    Every base table, and every linked table when all the parts are linked,
+    is appended with the id columns the schema declares (``schema.id_columns``)
+    shifted by the events and traces before the part: the rows a one-process
+    load (and link) of the same files writes. The linked tables without a
+    trace id (the ``rule_*`` tables: the same rules for every trace) are
+    copied once, from the first part.
+    """
     traces, events = con.execute("SELECT (SELECT count(*) FROM traces), (SELECT count(*) FROM events)").fetchall()[0]
+    tables = []
+    for part in parts:
+        con.execute("ATTACH ? AS _part (READ_ONLY)", [part])
+        try:
+            tables.append(part_tables(con, "_part"))
+        finally:
+            con.execute("DETACH _part")
+    linked = bool(tables) and all(set(model.NAMES) & set(t) for t in tables)
     con.execute("SET preserve_insertion_order = false")
     try:
-        for part in parts:
+        for i, (part, found) in enumerate(zip(parts, tables)):
             con.execute("ATTACH ? AS _part (READ_ONLY)", [part])
             try:
-                shift = f"trace_id + {int(traces)} AS trace_id"
-                con.execute(f"INSERT INTO traces SELECT * REPLACE ({shift}) FROM _part.traces")
-                con.execute(f"INSERT INTO devices SELECT * REPLACE ({shift}) FROM _part.devices")
-                con.execute(
-                    f"INSERT INTO events SELECT * REPLACE (id + {int(events)} AS id, {shift}) FROM _part.events"
-                )
+                offsets = {"events.id": int(events), "traces.trace_id": int(traces)}
+                for table, columns in found.items():
+                    if table not in BASE_TABLES and not linked:
+                        continue
+                    per_trace = "traces.trace_id" in schema.id_columns(table).values()
+                    if table not in BASE_TABLES and i == 0:
+                        con.execute(f"CREATE TABLE {table} AS FROM _part.{table} LIMIT 0")
+                    if per_trace or i == 0:
+                        select = shifted(table, columns, offsets)
+                        con.execute(f"INSERT INTO {table} SELECT {select} FROM _part.{table}")
                 n, e = con.execute(
                     "SELECT (SELECT count(*) FROM _part.traces), (SELECT count(*) FROM _part.events)"
                 ).fetchall()[0]
@@ -136,7 +202,7 @@ def merge(con: duckdb.DuckDBPyConnection, parts: list[str]) -> int:
             events += e
     finally:
         con.execute("RESET preserve_insertion_order")
-    return int(traces)
+    return linked
 
 
 def write_merged(
@@ -154,11 +220,13 @@ def write_merged(
         try:
             con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
             ingest.create_tables(con)
-            merge(con, parts)
+            merged_linked = merge(con, parts)
             database.finish(con, warn)
             database.comment(con)
             database.write_info(con, sources)
-            if linked:
+            if merged_linked:
+                model.adopt(con)  # linked in the tasks: the views, macros and docs over the merged tables
+            elif linked:
                 model.build(con)
             con.execute("CHECKPOINT")
         finally:
@@ -227,7 +295,7 @@ def build_file(
     try:
         threads = max(1, default_jobs() // max(jobs, 1))
         tasks = [
-            (i, str(s.path), label, s.from_directory, str(work / f"{i:06d}.duckdb"), memory_limit, threads)
+            (i, str(s.path), label, s.from_directory, str(work / f"{i:06d}.duckdb"), memory_limit, threads, linked)
             for i, (s, label) in enumerate(zip(sources, labels))
         ]
         run = runner or run_local(jobs, progress, {str(s.path): s.path.stat().st_size for s in sources})

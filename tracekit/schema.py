@@ -95,7 +95,7 @@ rule_order INTEGER  Priority: lower wins (user folders first, then the shipped f
 """
 _CPU_SLICE = """
 id BIGINT <unique not_null ref:events.id>  slices.id.
-trace_id INTEGER  traces.trace_id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 kind VARCHAR  cpu_op, user_annotation, runtime, driver, overhead or profiler_range.
 name VARCHAR  Name as written.
 pid VARCHAR  Process id.
@@ -109,9 +109,9 @@ root_id BIGINT <ref:cpu_slices.id>  Outermost enclosing slice (itself at top lev
 children INTEGER  Number of direct children.
 self_ns BIGINT  dur_ns minus the time covered by direct children (clipped to this slice), ns.
 op_id BIGINT <ref:cpu_slices.id>  Innermost enclosing cpu_op (cpu_slices.id), itself excluded; NULL when none.
-top_op_id BIGINT  Outermost enclosing cpu_op, itself excluded.
+top_op_id BIGINT <ref:cpu_slices.id>  Outermost enclosing cpu_op, itself excluded.
 annotation_id BIGINT <ref:cpu_slices.id>  Innermost enclosing user_annotation (record_function range), itself excluded.
-annotation_ids BIGINT[]  All enclosing user_annotations, outermost first.
+annotation_ids BIGINT[] <ref:cpu_slices.id>  All enclosing user_annotations, outermost first.
 annotations VARCHAR[]  Their names, outermost first (ProfilerStep#N, attn_fwd, stage:softmax, ...).
 external_id BIGINT  slices.external_id.
 correlation BIGINT  slices.correlation (runtime/driver calls).
@@ -361,13 +361,13 @@ note VARCHAR  Why.
         "Attention stage of every CPU slice (cpu_slices), decided by labels, then module scopes, then op rules; the basis of CPU-time attribution.",
         _cols("""
 id BIGINT <unique not_null ref:cpu_slices.id>  cpu_slices.id.
-trace_id INTEGER  traces.trace_id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 kind VARCHAR  cpu_slices.kind.
 name VARCHAR  Name.
 stage VARCHAR <not_null in:stages>  Attention stage (STAGE_LIST; see docs/attribution.md).
 source VARCHAR  What decided: label, module, op, or none (then stage is other).
 call_id BIGINT <ref:attention_calls.call_id>  The attention call the slice belongs to (attention_calls.call_id), NULL outside one.
-decider_id BIGINT  The annotation or op (cpu_slices.id) or module scope (python_functions.id) whose rule decided.
+decider_id BIGINT <ref:events.id>  The annotation or op (cpu_slices.id) or module scope (python_functions.id) whose rule decided.
 rule VARCHAR  The pattern of the deciding rule.
 self_ns BIGINT  The slice's self time, ns (cpu_slices.self_ns).
 """),
@@ -379,7 +379,7 @@ self_ns BIGINT  The slice's self time, ns (cpu_slices.self_ns).
         "Attention stage of every GPU op: from its launch's cpu_stages (label, module, op), else Kineto's gpu_user_annotation (orphans), else kernel-name rules.",
         _cols("""
 id BIGINT <unique not_null ref:gpu_ops.id>  gpu_ops.id.
-trace_id INTEGER  traces.trace_id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 kind VARCHAR  kernel, memcpy or memset.
 name VARCHAR  Kernel name.
 stage VARCHAR <not_null in:stages>  Attention stage (see cpu_stages.stage).
@@ -398,8 +398,8 @@ dur_ns BIGINT  Duration, ns.
         "attention",
         "One row per attention call: a range labelled as a call, an attention module scope (nn.Module: *Attention), an attention op (SDPA, flash_attn, vLLM, ...), an eager matmul -> softmax -> matmul found by op order, or an attention kernel found by name outside any call.",
         _cols("""
-call_id BIGINT <unique not_null>  The call's id: the labelled range's or op's cpu_slices.id, the module scope's python_functions.id, an eager call's QK^T op (cpu_slices.id), or the kernel's gpu_ops.id.
-trace_id INTEGER  traces.trace_id.
+call_id BIGINT <unique not_null ref:events.id>  The call's id: the labelled range's or op's cpu_slices.id, the module scope's python_functions.id, an eager call's QK^T op (cpu_slices.id), or the kernel's gpu_ops.id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 impl VARCHAR  naive, eager, math, efficient, flash, cudnn, flex, paged, aiter, sage, ... or unknown: from the innermost op that names one, else the kernel names, else the label, else eager (module and eager calls) or naive (labelled calls) when QK^T/softmax/PV run unfused.
 op VARCHAR  Name of the label, op, module scope or kernel that defines the call (eager calls: the three ops, QK^T > softmax > PV).
 call_source VARCHAR  label, module, op, eager or kernel.
@@ -435,7 +435,7 @@ flops BIGINT  4*batch_heads*seq_q*seq_kv*head_dim (QK^T and PV), halved when cau
         "Runtime and driver API calls (cudaLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch, hipLaunchKernel, cudaMemcpyAsync, ...) with their enclosing CPU op stack.",
         _cols("""
 id BIGINT <unique not_null ref:cpu_slices.id>  slices.id of the call.
-trace_id INTEGER  traces.trace_id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 kind VARCHAR  runtime or driver.
 api VARCHAR  API name, e.g. cudaLaunchKernel.
 pid VARCHAR  Process id.
@@ -448,7 +448,7 @@ external_id BIGINT  External id of the CPU op that made the call.
 cbid INTEGER {cbid}  args.cbid: CUPTI callback id.
 cpu_op_id BIGINT <ref:cpu_slices.id>  Innermost enclosing cpu_op (cpu_slices.id), NULL when none.
 cpu_op_name VARCHAR  Its name, e.g. aten::_flash_attention_forward.
-top_op_id BIGINT  Outermost enclosing cpu_op.
+top_op_id BIGINT <ref:cpu_slices.id>  Outermost enclosing cpu_op.
 top_op_name VARCHAR  Its name, e.g. aten::scaled_dot_product_attention.
 annotation_id BIGINT <ref:cpu_slices.id>  Innermost enclosing user_annotation (record_function range).
 annotation_name VARCHAR  Its name.
@@ -464,7 +464,7 @@ flow_matches BOOLEAN  An ac2g flow with this correlation starts at this call (sa
         "GPU ops (kernels, memcpys, memsets) linked to their launch and, through it, the CPU op stack. GPU ops whose launch is not in the trace are kept: orphan = true when launched before the trace began, orphan_cause says why.",
         _cols("""
 id BIGINT <unique not_null ref:events.id>  slices.id of the GPU op.
-trace_id INTEGER  traces.trace_id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 kind VARCHAR  kernel, memcpy or memset.
 name VARCHAR  Kernel name (or "Memcpy DtoD (Device -> Device)", ...), as written.
 device INTEGER {device}  GPU index (args.device, else pid).
@@ -486,7 +486,7 @@ via_graph BOOLEAN  Launched by a graph launch (one launch, many GPU ops).
 launch_candidates INTEGER  Runtime calls in the trace with this correlation (more than 1: the one that began last before the GPU op was chosen).
 cpu_op_id BIGINT <ref:cpu_slices.id>  Innermost cpu_op enclosing the launch (cpu_slices.id).
 cpu_op_name VARCHAR  Its name, e.g. aten::_flash_attention_forward.
-top_op_id BIGINT  Outermost cpu_op enclosing the launch.
+top_op_id BIGINT <ref:cpu_slices.id>  Outermost cpu_op enclosing the launch.
 top_op_name VARCHAR  Its name, e.g. aten::scaled_dot_product_attention.
 annotation_id BIGINT <ref:cpu_slices.id>  Innermost user_annotation enclosing the launch.
 annotation_name VARCHAR  Its name, e.g. attn_fwd.
@@ -508,8 +508,8 @@ memory_bandwidth_gbps DOUBLE {memory bandwidth (GB/s)}  args["memory bandwidth (
         "linked",
         "python_function events (with_stack) with their Python ids and parent.",
         _cols("""
-id BIGINT <unique not_null>  events.id.
-trace_id INTEGER  traces.trace_id.
+id BIGINT <unique not_null ref:events.id>  events.id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 name VARCHAR  Python frame, e.g. "nn.Module: Attention_0" or "model.py(42): forward".
 pid VARCHAR  Process id.
 tid VARCHAR  Thread id.
@@ -527,8 +527,8 @@ parent_id BIGINT <ref:python_functions.id>  The enclosing frame's id (python_fun
         "linked",
         "CPU ops and kernels carrying collective-communication args (record_param_comms, NCCL/RCCL kernels).",
         _cols("""
-id BIGINT <unique not_null>  events.id.
-trace_id INTEGER  traces.trace_id.
+id BIGINT <unique not_null ref:events.id>  events.id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 kind VARCHAR  cpu_op or kernel.
 name VARCHAR  Name as written.
 pid VARCHAR  Process id (device for kernels).
@@ -570,8 +570,8 @@ seq BIGINT {Seq}  args.Seq: the collective's sequence number within its process 
         "The profiler steps: one row per ProfilerStep#N range (the user_annotation prof.step() records). "
         "The one definition of a step that queries share (see the step_of macro).",
         _cols("""
-id BIGINT <unique>  cpu_slices.id of the range.
-trace_id INTEGER  traces.trace_id.
+id BIGINT <unique ref:cpu_slices.id>  cpu_slices.id of the range.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 pid VARCHAR  Process id.
 tid VARCHAR  Thread id (the thread that called prof.step()).
 step_name VARCHAR  The range's name, e.g. ProfilerStep#4.
@@ -603,7 +603,7 @@ rule_order INTEGER  That row's rule_order.
         "on, before the linked model is built. gpu_timeline and top_kernels read it.",
         _cols("""
 id BIGINT <unique not_null>  events.id (= gpu_ops.id).
-trace_id INTEGER  traces.trace_id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 kind VARCHAR  kernel, memcpy or memset.
 name VARCHAR  Name as written.
 pid VARCHAR  pid as written (the device).
@@ -626,7 +626,7 @@ orphan_cause VARCHAR  gpu_ops.orphan_cause: launched_before_trace, no_correlatio
         "and the cluster queries read it.",
         _cols("""
 id BIGINT <unique not_null>  events.id (= gpu_ops.id).
-trace_id INTEGER  traces.trace_id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 name VARCHAR  Kernel name as written.
 pid VARCHAR  pid as written (the device).
 tid VARCHAR  tid as written (the stream).
@@ -651,7 +651,7 @@ part BIGINT  Order among kernels of the same instance on this trace (coalesced c
         "base",
         "Process names, labels and sort order from metadata events.",
         _cols("""
-trace_id INTEGER  traces.trace_id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 pid VARCHAR  Process id.
 name VARCHAR  process_name.
 labels VARCHAR  process_labels (e.g. "CPU", "GPU 0").
@@ -664,7 +664,7 @@ sort_index BIGINT  process_sort_index.
         "base",
         "Thread (and GPU stream) names and sort order from metadata events.",
         _cols("""
-trace_id INTEGER  traces.trace_id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 pid VARCHAR  Process id.
 tid VARCHAR  Thread id.
 name VARCHAR  thread_name (e.g. "stream 7").
@@ -679,6 +679,37 @@ TABLES: dict[str, Table] = {t.name: t for t in _TABLES}
 def args_fields(table: str) -> list[tuple[str, str, str]]:
     """``(args key, column, type)`` of the columns of ``table`` typed from ``args``, in column order."""
     return [(c.arg, c.name, c.type) for c in TABLES[table].columns if c.arg is not None]
+
+
+# The id spaces a merge of separately loaded traces renumbers: each is the column other ids refer to.
+ID_SPACES = ("events.id", "traces.trace_id")
+
+
+def id_space(table: str, column: str) -> str | None:
+    """The id space (``ID_SPACES``) of a column: the root of its ``<ref:...>`` checks, followed
+    transitively (``gpu_ops.launch_id`` -> ``runtime_calls.id`` -> ``cpu_slices.id`` -> ``events.id``);
+    None for a column that holds no id of this database (a count, or an id as the file writes it,
+    such as ``correlation`` or ``python_id``)."""
+    seen: list[str] = []
+    at = f"{table}.{column}"
+    while at not in ID_SPACES:
+        if at in seen:
+            raise ValueError(f"circular <ref:> checks: {' -> '.join(seen)}")
+        seen.append(at)
+        t, c = at.split(".")
+        col = next(x for x in TABLES[t].columns if x.name == c)
+        refs = [k[4:] for k in col.checks if k.startswith("ref:")]
+        if not refs:
+            return None
+        at = refs[0]
+    return at
+
+
+def id_columns(table: str) -> dict[str, str]:
+    """The columns of ``table`` that hold ids of this database, with their id space (``id_space``):
+    what a merge of traces loaded apart shifts by the events (or traces) before each trace."""
+    spaces = {c.name: id_space(table, c.name) for c in TABLES[table].columns}
+    return {name: space for name, space in spaces.items() if space is not None}
 
 
 def ddl(table: str) -> str:
