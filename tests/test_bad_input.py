@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+import tracekit
 from tracekit.cli import main
 
 GOOD_EVENT = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5, "dur": 2.25}
@@ -88,12 +89,17 @@ def test_corrupt_gzip(tmp_path, capsys):
     assert str(path) in line and "gzip" in line
 
 
-def test_one_bad_file_among_good_ones_fails_the_whole_load_in_one_process(tmp_path, capsys):
-    # With --jobs 1 the first bad file stops the load; with workers the others load (tests/test_parallel.py).
-    good = write(tmp_path / "good.json", json.dumps({"traceEvents": [GOOD_EVENT]}))
+def test_one_bad_file_among_good_ones_is_reported_and_the_others_load_in_one_process(tmp_path, capsys):
+    # --jobs 1 runs the same one-task-per-file load as the workers (tests/test_parallel.py), in this process.
     bad = write(tmp_path / "bad.json", '{"traceEvents": [{"ph": "X", "ts": 1, "dur": -1}]}')
-    line = load_error(tmp_path, capsys, good, bad, options=("--jobs", "1"))
-    assert str(bad) in line
+    good = write(tmp_path / "good.json", json.dumps({"traceEvents": [GOOD_EVENT]}))
+    out = tmp_path / "out.duckdb"
+    assert main(["load", str(bad), str(good), "-o", str(out), "-q", "--jobs", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith(f"Warning: {bad}: event #0 in traceEvents") and "negative dur" in err[0]
+    assert err[1:] == [f"Error: 1 of 2 trace files failed to load (bad.json); {out} holds the other 1"]
+    with tracekit.open(out) as t:
+        assert t.rows("SELECT path FROM traces") == [(str(good),)]
 
 
 def test_existing_output_is_not_replaced_without_force(tmp_path, capsys):

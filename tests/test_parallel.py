@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from synthetic import post_variants
 
 import tracekit
-from tracekit import parallel
+from tracekit import outputs, parallel
 from tracekit.cli import main
 
 # Every column of the base tables but the one that says which process loaded the file.
@@ -52,22 +53,48 @@ def test_jobs_load_the_same_rows_as_one_process(folder, tmp_path):
         assert x.query("stage_breakdown").to_dicts() == y.query("stage_breakdown").to_dicts()
 
 
-def test_a_bad_rank_is_reported_and_the_others_load(folder, tmp_path, capsys):
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_bad_rank_is_reported_and_the_others_load(folder, tmp_path, capsys, jobs):
+    """--jobs 1 too: the same one-task-per-file load, run in this process, does not stop at the bad file."""
     bad = tmp_path / "job"
     for src in sorted(folder.rglob("*.json.gz"))[:3]:
         dest = bad / src.parent.name / src.name
         dest.parent.mkdir(parents=True)
         dest.write_bytes(src.read_bytes())
-    (bad / "rank9").mkdir()
-    (bad / "rank9" / "broken.json").write_text('{"traceEvents": [{"ph": "X", "ts": 1, "dur": -5, "name": "x"}]}')
+    # The bad file sorts first (a load that stopped at it would write nothing).
+    (bad / "early").mkdir()
+    (bad / "early" / "broken.json").write_text('{"traceEvents": [{"ph": "X", "ts": 1, "dur": -5, "name": "x"}]}')
     out = tmp_path / "run.duckdb"
-    assert main(["load", str(bad), "-o", str(out), "--jobs", "2"]) == 1
+    assert main(["load", str(bad), "-o", str(out), "--jobs", jobs]) == 1
     err = capsys.readouterr().err
     assert "broken.json: event #0 in traceEvents" in err and "negative dur" in err
     assert f"Error: 1 of 4 trace files failed to load (broken.json); {out} holds the other 3" in err
+    assert f"{out}: 3 trace(s)," in err  # the summary of what loaded
     with tracekit.open(out) as t:
         assert t.rows("SELECT count(*) FROM traces") == [(3,)]
+        loaded_on = t.rows("SELECT DISTINCT loaded_on FROM traces")
+    if jobs == "1":  # parsed here, not in a worker process
+        assert loaded_on == [(f"{__import__('socket').gethostname()}:{__import__('os').getpid()}",)]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job", "run.duckdb"]
+
+
+def test_the_parts_of_a_killed_load_go_with_the_next_load(folder, tmp_path):
+    """A load --jobs killed before its merge leaves its part files (.NAME.tk-HOST-PID-....parts) beside OUTPUT:
+    the next load into that folder removes them, as it removes the temporary files of killed writes."""
+    import subprocess
+
+    child = subprocess.Popen(["true"])  # a process that has exited: its pid is free
+    child.wait()
+    pid = child.pid
+    host = outputs._HOST
+    killed = tmp_path / f".run.duckdb.tk-{host}-{pid}-0123abcd.tmp.parts"
+    killed.mkdir()
+    (killed / "000000.duckdb").write_bytes(b"part")
+    alive = tmp_path / f".other.duckdb.tk-{host}-{os.getpid()}-0123abcd.tmp.parts"  # a load still running
+    alive.mkdir()
+    out = tmp_path / "run.duckdb"
+    assert main(["load", str(folder), "-o", str(out), "--jobs", "2", "-q"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [alive.name, "run.duckdb"]
 
 
 def test_nothing_is_written_when_no_file_loads(tmp_path, capsys):

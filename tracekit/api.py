@@ -352,10 +352,10 @@ def load(
     ``cache``, in the same pass as the load when the cache has no database yet).
     ``waiting(seconds)`` is called while another process builds the same cache entry.
     ``allow_files=True`` lets SQL read and write files (off by default; see ``open``).
-    ``jobs`` > 1 parses the files of an ``output`` build in that many worker
-    processes (``parallel``): a file that fails is reported and the others
-    load (``parallel.PartialLoadError`` names the failures after ``output``
-    is written).
+    Several files written to ``output`` are one load task each (``parallel``),
+    in ``jobs`` worker processes (1: in this process): a file that fails is
+    reported and the others load (``parallel.PartialLoadError`` names the
+    failures after ``output`` is written).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -368,7 +368,7 @@ def load(
     if len(paths) == 1 and is_database(paths[0]) and output is None:
         trace = open(paths[0], allow_files=allow_files)
         return trace.link() if link else trace
-    if output is not None and jobs > 1 and len(discover(paths)) > 1:
+    if output is not None and len(discover(paths)) > 1:
         from . import parallel
 
         return open(

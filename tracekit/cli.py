@@ -219,7 +219,7 @@ def cli(debug, allow_files):
     type=click.IntRange(min=1),
     metavar="N",
     help="Worker processes that load (and with --link, link) files in parallel (default: the cores); "
-    "1 loads in this process.",
+    "1 runs the same one-task-per-file load in this process.",
 )
 @click.option(
     "--parquet",
@@ -241,8 +241,9 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
     for *.json and *.json.gz. Several files are parsed by --jobs worker
     processes, one file per task, and merged: the same rows as a load in one
     process. A file that fails does not stop the others: each failure is
-    reported by name, OUTPUT holds the traces that loaded, and the exit
-    status is non-zero (with --jobs 1 the first failure stops the load).
+    reported by name, OUTPUT holds the traces that loaded, a summary line
+    says which failed, and the exit status is non-zero (--jobs 1 too: the
+    same tasks, run one after the other in this process).
     The database is written atomically: no half-written OUTPUT is ever left
     behind. Raw traces given to other commands are cached in
     $TRACEKIT_CACHE_DIR (default ~/.cache/tracekit) instead.

@@ -7,7 +7,8 @@ a failure (disk full, file too large, a kill) leaves the previous file as
 it was. Targets that are not regular files (``/dev/null``, a FIFO) and the
 inputs of the same command are refused. Temporary names carry the host and
 process id, so the leftovers of a killed process are removed by the next
-run that writes into the same folder.
+run that writes into the same folder (the part files of a killed
+``load --jobs`` included).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from typing import BinaryIO
 from .errors import TracekitError
 
 _HOST = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname() or "host")
-# .NAME.tk-HOST-PID-RANDOM.tmp, and what DuckDB adds to it (.wal, and a .tmp spill folder).
-_TEMP = re.compile(r"^\..*\.tk-(?P<host>[A-Za-z0-9_.]+)-(?P<pid>\d+)-[0-9a-f]{8}\.tmp(\.wal|\.tmp)?$")
+# .NAME.tk-HOST-PID-RANDOM.tmp, what DuckDB adds to it (.wal, and a .tmp spill folder), and the
+# folder of a load's parts (.parts: parallel.build_file).
+_TEMP = re.compile(r"^\..*\.tk-(?P<host>[A-Za-z0-9_.]+)-(?P<pid>\d+)-[0-9a-f]{8}\.tmp(\.wal|\.tmp|\.parts)?$")
 _STAGE = re.compile(r"^tracekit-stage-(?P<host>[A-Za-z0-9_.]+)-(?P<pid>\d+)-")
 SPACE_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 

@@ -290,7 +290,10 @@ def build_file(
     outputs.target(out, [s.path for s in sources])  # as database.build_file checks it, but before any work
     jobs = min(jobs or default_jobs(), len(sources))
     labels = trace_labels([s.path for s in sources])
-    work = out.with_name(f".{out.name}.{os.getpid()}.parts")
+    # Tagged like outputs' temporary files: the parts a killed load left go with the next load here.
+    outputs.clean_leftovers(out.parent)
+    tmp = outputs.temp_name(out)
+    work = tmp.with_name(tmp.name + ".parts")
     work.mkdir()
     try:
         threads = max(1, default_jobs() // max(jobs, 1))
