@@ -141,3 +141,28 @@ def test_every_category_spelling_maps_to_its_kind(tmp_path):
     with tracekit.load(path) as trace:
         got = trace.sql("SELECT kind FROM events ORDER BY ordinal")["kind"].to_list()
     assert got == expected
+
+
+@pytest.mark.parametrize("copy_file_range", [True, False])
+def test_a_plain_file_is_staged_into_the_parts_the_streaming_path_writes(tmp_path, monkeypatch, copy_file_range):
+    """An uncompressed file's parts are copied file to file (os.copy_file_range, else through
+    Python); the gzipped copy of the same text goes through the streaming writer: same bytes."""
+    if not copy_file_range:
+        monkeypatch.delattr(reader.os, "copy_file_range", raising=False)
+    ev = events(400)
+    text = '{"x": 1,\n"traceEvents": [\n' + ",\n".join(json.dumps(e) for e in ev) + '\n],\n"after": [1, "]"]}\n'
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_text(text)
+    packed.write_bytes(gzip.compress(text.encode()))
+    staged = {}
+    for path in (plain, packed):
+        work = tmp_path / path.name.replace(".", "_")
+        work.mkdir()
+        st = reader.stage(path, work, "t1")
+        staged[path.suffix] = (st.header, st.body_bytes, [p.read_bytes() for p in st.parts])
+    assert staged[".json"] == staged[".gz"]
+    header, body_bytes, parts = staged[".json"]
+    assert header == {"x": 1, "after": [1, "]"]} and len(parts) > 10
+    body = text[text.index("[") + 1 : text.index('],\n"after"')]
+    assert body_bytes == len(body.encode())
+    assert [e for p in parts for e in json.loads(p)] == ev

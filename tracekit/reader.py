@@ -289,6 +289,10 @@ def stage(path: Path, workdir: Path, stem: str, split: bool = True) -> StagedTra
                         path, f"no 'traceEvents' array in the first {MAX_HEAD_BYTES >> 20} MB of the top-level object"
                     ) from None
         start = len(text[:idx].encode("utf-8", "surrogateescape"))
+        if not isinstance(stream, gzip.GzipFile):
+            staged = _stage_plain(path, stream, form, header, start, workdir, stem, split)
+            if staged is not None:
+                return staged
         writer = _PartWriter(workdir, stem, split)
         body = buf[start:]
         offset = 0
@@ -319,6 +323,80 @@ def stage(path: Path, workdir: Path, stem: str, split: bool = True) -> StagedTra
     header.update(trailing)
     parts = writer.finish(end, strip_comma=False)
     return StagedTrace(path, form, header, parts, end)
+
+
+def _stage_plain(
+    path: Path, fh, form: str, header: dict, start: int, workdir: Path, stem: str, split: bool
+) -> StagedTrace | None:
+    """``stage`` for an uncompressed file: the end of the array from the file's tail, the split
+    points from a block read at each ``PART_BYTES`` boundary, and each part's bytes copied file
+    to file by the kernel (``os.copy_file_range``) rather than read into Python and written back
+    (304 MB: 0.6 s wall and 0.12 s CPU instead of 2.4 s and 0.42 s, loaded machine). The parts
+    are those ``_PartWriter`` would write. None when the array's end is not in the tail: the
+    streaming path then reports the problem (or reads an unterminated Chrome array).
+    """
+    size = os.fstat(fh.fileno()).st_size
+    tail_start = max(start, size - 2 * BLOCK_BYTES)
+    fh.seek(tail_start)
+    tail = _read(fh, path, size - tail_start).decode("utf-8", "surrogateescape")
+    found = _find_array_end(tail, form)
+    if found is None:
+        return None
+    k, trailing = found
+    end = tail_start + len(tail[:k].encode("utf-8", "surrogateescape"))  # file offset of the closing "]"
+    header.update(trailing)
+    ranges = []  # (first byte, end) of each part's content, file offsets
+    first = start
+    while split and end - first > PART_BYTES:
+        cut = _split_after(fh, path, first + PART_BYTES, end)
+        if cut is None:
+            break
+        ranges.append((first, cut[0]))
+        first = cut[1]
+    ranges.append((first, end))
+    parts = []
+    for n, (a, b) in enumerate(ranges):
+        part = workdir / f"{stem}.{n:04d}.json"
+        parts.append(part)
+        with open(part, "wb") as out:
+            out.write(b"[")
+            out.flush()
+            _copy_range(fh, out, a, b - a, path)
+            out.write(b"]")
+    return StagedTrace(path, form, header, parts, end - start)
+
+
+def _split_after(fh, path: Path, at: int, end: int) -> tuple[int, int] | None:
+    """The first split between two events at or after file offset ``at`` and before ``end``:
+    (end of one event's content, start of the next), or None."""
+    while at < end:
+        fh.seek(at)
+        data = _read(fh, path, min(BLOCK_BYTES, end - at))
+        m = _SPLIT.search(data)
+        if m is not None:
+            return at + m.start() + 1, at + m.end() - 1  # keep the "}"; the next part starts at its "{"
+        at += max(1, len(data) - 64)  # overlap: a split may straddle two blocks
+    return None
+
+
+def _copy_range(src, dst, offset: int, length: int, path: Path) -> None:
+    """Copy ``length`` bytes of ``src`` from ``offset`` to the end of ``dst``: in the kernel where it can."""
+    done = 0
+    try:
+        while done < length:
+            n = os.copy_file_range(src.fileno(), dst.fileno(), length - done, offset + done)
+            if n == 0:
+                break  # the file is shorter than it was: the loop below says so
+            done += n
+    except (AttributeError, OSError):
+        pass  # no copy_file_range here (not Linux, an old kernel, some filesystems): copy through Python
+    src.seek(offset + done)
+    while done < length:
+        data = _read(src, path, min(BLOCK_BYTES, length - done))
+        if not data:
+            raise TraceFormatError(path, "the file shrank while it was read")
+        dst.write(data)
+        done += len(data)
 
 
 def stage_exact(path: Path, workdir: Path, stem: str) -> StagedTrace:
