@@ -198,3 +198,25 @@ def test_a_linked_command_on_a_raw_trace_loads_and_links_in_one_pass(trace_file,
     (db,) = (tmp_path / "cache").glob("*.duckdb")
     assert _state(db) == ("true", True)
     assert links == []
+
+
+@pytest.mark.parametrize("one_transaction_bytes", [0, 1 << 40])
+def test_a_linked_build_is_the_same_whichever_way_it_commits(trace_file, tmp_path, monkeypatch, one_transaction_bytes):
+    """A small input's model is built in the load's one transaction, a large one's statement by
+    statement (its working tables freed as they are dropped): the same tables, rows and comments."""
+    path, truth = trace_file
+    db = tmp_path / "linked.duckdb"
+    monkeypatch.setattr(database, "ONE_TRANSACTION_BYTES", one_transaction_bytes)
+    with tracekit.load(path, output=db, link=True) as trace:
+        calls = trace.rows("SELECT count(*) FROM attention_calls")[0][0]
+        slices = trace.rows("SELECT count(*) FROM cpu_slices")[0][0]
+    assert _state(db) == ("true", True)
+    assert calls == len(truth["steps"])  # one attention call per step, by construction
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM cpu_slices").fetchall()[0][0] == slices > 0
+        assert con.execute("SELECT comment FROM duckdb_tables() WHERE table_name = 'gpu_ops'").fetchall()[0][0]
+        assert not con.execute("SELECT 1 FROM duckdb_tables() WHERE temporary").fetchall()  # no working table left
+    finally:
+        con.close()
+    assert not db.with_name(db.name + ".wal").exists()  # checkpointed: nothing left in a log

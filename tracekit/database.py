@@ -26,6 +26,10 @@ from .sqltext import Macro, in_list, literal, placeholders
 # another version are rebuilt, user-built ones are refused with advice.
 SCHEMA_VERSION = 9
 
+# Inputs up to this many bytes of events build the linked model in the load's transaction
+# (``build``): a fixed cost saved on small traces; larger ones keep its peak memory lower.
+ONE_TRANSACTION_BYTES = 64 << 20
+
 # Views over the base tables: there from the load on.
 VIEWS = {
     # GPU ops straight from events, with whether the trace holds a runtime
@@ -187,21 +191,27 @@ def build(
     con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
     ingest.create_tables(con)
     # The parse runs outside a transaction: a failed parse is retried (ingest), and a failed
-    # statement would abort a transaction. The ~160 statements after it (views, COMMENT ON,
-    # the rule rows, the linked model) commit once: each one committed alone costs a write of
-    # the catalog (COMMENT ON of the base tables: 0.67 s in autocommit, 0.09 s in one transaction).
+    # statement would abort a transaction. The statements after it (views, COMMENT ON, the
+    # rule rows, and for a small input the linked model: ~160) commit once: each one committed
+    # alone costs a write of the catalog (COMMENT ON of the base tables: 0.67 s in autocommit,
+    # 0.09 s in one transaction). A large input's model commits statement by statement: the
+    # link's working tables are dropped as it goes, and in one transaction their memory stays
+    # held until the end (v100 x22: peak RSS 910-935 MB per statement, 1,008-1,020 MB in one).
     ingest.ingest(con, sources, progress=progress, warn=warn)
+    small = con.execute("SELECT coalesce(sum(events_bytes), 0) FROM traces").fetchall()[0][0] <= ONE_TRANSACTION_BYTES
     con.execute("BEGIN")
     try:
         finish(con, warn)
         comment(con)
         write_info(con, sources)
-        if linked:
+        if linked and small:
             model.build(con)
         commit_checkpointed(con)
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    if linked and not small:
+        model.build(con)
 
 
 def commit_checkpointed(con: duckdb.DuckDBPyConnection) -> None:
