@@ -6,9 +6,10 @@ start and ending at most ``BLEED_NS`` before it. The sweep applies when every
 container lies wholly inside each one open at its start, and otherwise hands
 the trace to the range join. Synthetic traces, random but seeded: nested
 trees on two threads with equal timestamps, zero durations, identical
-ranges and runtime calls inside ops; the perturbed ones add a child that
-overhangs its parent, or a partial overlap. Every column of ``cpu_slices``
-must match the range join's, row by row.
+ranges and runtime calls inside ops (some overhanging their op, which the
+sweep also nests); the perturbed ones add a child that overhangs its parent,
+or a partial overlap. Every column of ``cpu_slices`` must match the range
+join's, row by row.
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ def _trace(tmp_path, seed: int, perturb: str | None):
         b.cpu_op("aten::host", 500 * GRID, 20 * GRID, tid=11)
         b.cpu_op("aten::overhang", 505 * GRID, 15 * GRID + 300, tid=11)  # ends 300 ns after its parent
         b.cpu_op("aten::after", 520 * GRID + 100, 100, tid=11)  # after the parent, inside the overhang
+    elif perturb == "leaf_overhang":  # calls may overhang their parent (containers still nest cleanly)
+        b.cpu_op("aten::host", 500 * GRID, 20 * GRID, tid=11)
+        b.cpu_op("aten::inner", 505 * GRID, 5 * GRID, tid=11)
+        b.runtime_call("cudaLaunchKernel", 506 * GRID, 4 * GRID + 300, tid=11)  # inner's, 300 ns past its end
+        b.runtime_call("cudaLaunchKernel", 512 * GRID, 8 * GRID + 300, tid=11)  # host's: inner has closed
+        b.runtime_call("cudaLaunchKernel", 519 * GRID, GRID + 2000, tid=11)  # past host by more than BLEED_NS
     elif perturb == "overlap":
         b.cpu_op("aten::host", 500 * GRID, 20 * GRID, tid=11)
         b.cpu_op("aten::partial", 510 * GRID, 30 * GRID, tid=11)  # starts inside, ends far outside
@@ -70,7 +77,7 @@ def _rows(path) -> list[tuple]:
         return trace.con.execute("SELECT * EXCLUDE (trace_id) FROM cpu_slices ORDER BY id").fetchall()
 
 
-@pytest.mark.parametrize("perturb", [None, "overhang", "overlap"])
+@pytest.mark.parametrize("perturb", [None, "leaf_overhang", "overhang", "overlap"])
 @pytest.mark.parametrize("seed", range(6))
 def test_sweep_nests_exactly_as_the_range_join(tmp_path, monkeypatch, seed, perturb):
     path = _trace(tmp_path, seed, perturb)
@@ -78,7 +85,7 @@ def test_sweep_nests_exactly_as_the_range_join(tmp_path, monkeypatch, seed, pert
     sweep = link._sweep
     monkeypatch.setattr(link, "_sweep", lambda con: used.append(sweep(con)) or used[-1])
     fast = _rows(path)
-    assert used == [perturb is None]  # the sweep nests clean traces, and declines the others
+    assert used == [perturb in (None, "leaf_overhang")]  # the sweep nests clean traces, and declines the others
     monkeypatch.setattr(link, "_sweep", lambda con: False)
     reference = _rows(path)
     assert len(fast) == len(reference) > 50

@@ -20,9 +20,10 @@ inequalities only (an IEJoin). When the containers nest cleanly (no overhang,
 no partial overlap: every trace measured so far), one ordered pass over that
 axis (``_sweep``) gives the same ancestors, stacks and pairs faster; it checks
 that condition and otherwise leaves the trace to the range join. Runtime
-calls, the most numerous slices, are leaves: an ASOF join finds the last
-container opened before each call, and the call's parent is the innermost of
-that container and its ancestors that still encloses the call.
+calls, the most numerous slices, are leaves: the last container opened
+before each call is found (by the sweep's binary searches, or an ASOF join),
+and the call's parent is the innermost of that container and its ancestors
+that still encloses the call.
 """
 
 from __future__ import annotations
@@ -73,8 +74,13 @@ def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
 
 def drop_work(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the working tables ``nest`` and ``build_tables`` leave."""
-    for t in ("_cpu", "_anc", "_cont", "_cstack", "_lstack"):
+    for t in ("_cpu", "_anc", "_cont", "_cstack", "_lstack", "_lparent", "_child"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
+
+
+def _exists(con, table: str) -> bool:
+    """Whether this connection has the TEMP table ``table``."""
+    return bool(con.execute("SELECT 1 FROM duckdb_tables() WHERE temporary AND table_name = ?", [table]).fetchall())
 
 
 def _axis(con) -> bool:
@@ -267,7 +273,53 @@ def _sweep(con) -> bool:
            FROM _stack_rows"""
     )
     con.unregister("_stack_rows")
+    _sweep_leaves(con, pl, df, depth, at_level, keys, rows, pl.DataFrame({"c": c, "p": pg}))
     return True
+
+
+def _sweep_leaves(con, pl, cont, depth, at_level, keys, rows, pairs) -> None:
+    """The calls' parents (``_lparent``) and every slice's children (``_child``), from the sweep's arrays.
+
+    A call's parent is the innermost of the last container opened before it
+    (on its thread) and that container's ancestors that encloses it
+    (``_ENCLOSES``), as ``_nest_leaves`` defines it. ``pairs`` are the nested
+    containers (``c``) and their parents (``p``), as indexes of ``cont``.
+    """
+    leaves = con.sql(f"SELECT id, lane, pos, k0, k1 FROM _cpu WHERE kind IN {_in(LAUNCH_KINDS)}").pl()
+    k0, k1, ids = cont["k0"], cont["k1"], cont["id"]
+    j = cont["pos"].search_sorted(leaves["pos"], side="left").cast(pl.Int64) - 1
+    jg = j.clip(0)
+    cand = pl.DataFrame({"l": pl.int_range(leaves.height, dtype=pl.Int64, eager=True), "j": jg, "d": depth.gather(jg)})
+    cand = cand.filter((j >= 0) & (cont["lane"].gather(jg) == leaves["lane"]))
+    # The last container (level d) and each of its ancestors (levels 0 .. d-1).
+    cand = cand.with_columns(lvl=pl.int_ranges(0, pl.col("d") + 1)).explode("lvl")
+    up = at_level(keys, rows, cand["lvl"], cand["j"])
+    a = pl.select(pl.when(cand["lvl"] == cand["d"]).then(cand["j"]).otherwise(up)).to_series()
+    ak1 = k1.gather(a.clip(0))
+    lk0, lk1 = leaves["k0"].gather(cand["l"]), leaves["k1"].gather(cand["l"])
+    ok = (a >= 0) & (ak1 > lk0) & (ak1 >= lk1 - BLEED_NS)
+    # The innermost enclosing one: the deepest level (a chain's ends only grow outwards), the last
+    # of each call's rows (they are consecutive, in level order).
+    par = pl.DataFrame({"l": cand["l"], "a": a}).filter(ok)
+    par = par.filter(pl.col("l") != pl.col("l").shift(-1, fill_value=-1))
+    con.register(
+        "_lparent_rows",
+        pl.DataFrame({"id": leaves["id"].gather(par["l"]), "parent_id": ids.gather(par["a"])}).to_arrow(),
+    )
+    con.execute("CREATE TEMP TABLE _lparent AS SELECT * FROM _lparent_rows")
+    con.unregister("_lparent_rows")
+    # Children and the time they cover of their parent (same thread: the axis' differences are ns).
+    cc, cp = pairs["c"], pairs["p"]
+    pc = pl.concat([cp, par["a"]])  # each child's parent
+    ns = pl.select(
+        pl.min_horizontal(pl.concat([k1.gather(cc), leaves["k1"].gather(par["l"])]), k1.gather(pc))
+        - pl.max_horizontal(pl.concat([k0.gather(cc), leaves["k0"].gather(par["l"])]), k0.gather(pc))
+    ).to_series()
+    con.register("_child_rows", pl.DataFrame({"id": ids.gather(pc), "ns": ns}).to_arrow())
+    con.execute(
+        "CREATE TEMP TABLE _child AS SELECT id, count(*) AS children, sum(ns) AS child_ns FROM _child_rows GROUP BY id"
+    )
+    con.unregister("_child_rows")
 
 
 def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
@@ -286,7 +338,29 @@ def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
 
 
 def _nest_leaves(con) -> None:
-    """Runtime/driver calls: parent = innermost enclosing container."""
+    """Runtime/driver calls: parent = innermost enclosing container (``_sweep`` found them already)."""
+    if not _exists(con, "_lparent"):
+        _leaf_parents(con)
+    con.execute("DROP TABLE _cont")
+    # A call inherits its parent's stack, the parent included.
+    con.execute(
+        """CREATE TEMP TABLE _lstack AS
+           SELECT l.id, coalesce(s.depth, 0) + 1 AS depth, l.parent_id,
+                  coalesce(s.root_id, l.parent_id) AS root_id,
+                  CASE WHEN p.kind = 'cpu_op' THEN p.id ELSE s.op_id END AS op_id,
+                  coalesce(s.top_op_id, CASE WHEN p.kind = 'cpu_op' THEN p.id END) AS top_op_id,
+                  CASE WHEN p.kind = 'user_annotation' THEN p.id ELSE s.annotation_id END AS annotation_id,
+                  CASE WHEN p.kind = 'user_annotation' THEN list_append(coalesce(s.annotation_ids, []), p.id)
+                       ELSE s.annotation_ids END AS annotation_ids,
+                  CASE WHEN p.kind = 'user_annotation' THEN list_append(coalesce(s.annotations, []), p.name)
+                       ELSE s.annotations END AS annotations
+           FROM _lparent l JOIN _cpu p ON p.id = l.parent_id LEFT JOIN _cstack s ON s.id = l.parent_id"""
+    )
+    con.execute("DROP TABLE _lparent")
+
+
+def _leaf_parents(con) -> None:
+    """``_lparent``: each call's parent, by an ASOF join and the last container's ancestors."""
     con.execute(
         f"""CREATE TEMP TABLE _prev AS
             SELECT l.id, l.ts_ns AS c_ts, l.end_ns AS c_end, l.pos AS c_pos, c.id AS x
@@ -309,22 +383,6 @@ def _nest_leaves(con) -> None:
             GROUP BY id"""
     )
     con.execute("DROP TABLE _prev")
-    con.execute("DROP TABLE _cont")
-    # A call inherits its parent's stack, the parent included.
-    con.execute(
-        """CREATE TEMP TABLE _lstack AS
-           SELECT l.id, coalesce(s.depth, 0) + 1 AS depth, l.parent_id,
-                  coalesce(s.root_id, l.parent_id) AS root_id,
-                  CASE WHEN p.kind = 'cpu_op' THEN p.id ELSE s.op_id END AS op_id,
-                  coalesce(s.top_op_id, CASE WHEN p.kind = 'cpu_op' THEN p.id END) AS top_op_id,
-                  CASE WHEN p.kind = 'user_annotation' THEN p.id ELSE s.annotation_id END AS annotation_id,
-                  CASE WHEN p.kind = 'user_annotation' THEN list_append(coalesce(s.annotation_ids, []), p.id)
-                       ELSE s.annotation_ids END AS annotation_ids,
-                  CASE WHEN p.kind = 'user_annotation' THEN list_append(coalesce(s.annotations, []), p.name)
-                       ELSE s.annotations END AS annotations
-           FROM _lparent l JOIN _cpu p ON p.id = l.parent_id LEFT JOIN _cstack s ON s.id = l.parent_id"""
-    )
-    con.execute("DROP TABLE _lparent")
 
 
 def _cpu_slices(con, kind: str = "TABLE") -> None:
@@ -335,14 +393,8 @@ def _cpu_slices(con, kind: str = "TABLE") -> None:
            SELECT id, depth, parent_id, root_id, op_id, top_op_id, annotation_id, annotation_ids, annotations
            FROM _lstack"""
     )
-    con.execute(
-        """CREATE TEMP TABLE _child AS
-           SELECT s.parent_id AS id, count(*) AS children,
-                  sum(least(c.end_ns, p.end_ns) - greatest(c.ts_ns, p.ts_ns)) AS child_ns
-           FROM _stack s JOIN _cpu c ON c.id = s.id JOIN _cpu p ON p.id = s.parent_id
-           WHERE s.depth > 0
-           GROUP BY s.parent_id"""
-    )
+    if not _exists(con, "_child"):
+        _children(con)
     parse, typed = fields.typed(fields.OP, "args")
     con.execute(
         f"""
@@ -362,6 +414,18 @@ def _cpu_slices(con, kind: str = "TABLE") -> None:
     )
     con.execute("DROP TABLE _stack")
     con.execute("DROP TABLE _child")
+
+
+def _children(con) -> None:
+    """``_child``: each slice's children and the time they cover of it (``_sweep`` makes it when it nests)."""
+    con.execute(
+        """CREATE TEMP TABLE _child AS
+           SELECT s.parent_id AS id, count(*) AS children,
+                  sum(least(c.end_ns, p.end_ns) - greatest(c.ts_ns, p.ts_ns)) AS child_ns
+           FROM _stack s JOIN _cpu c ON c.id = s.id JOIN _cpu p ON p.id = s.parent_id
+           WHERE s.depth > 0
+           GROUP BY s.parent_id"""
+    )
 
 
 def _runtime_calls(con, kind: str = "TABLE") -> None:
