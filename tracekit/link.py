@@ -50,13 +50,14 @@ _ENCLOSES = f"a_end > c_ts AND a_end >= c_end - {BLEED_NS}"
 
 def nest(con: duckdb.DuckDBPyConnection) -> None:
     """Create the working tables: ``_cpu`` (every CPU slice with its position on the
-    axis), ``_cont`` (the containers), ``_anc`` (container ancestors: id, aid,
-    a_pos, a_end) and the containers' stacks ``_cstack``, which ``build_tables``
-    and the attribution read; ``drop_work`` removes them."""
+    axis), ``_anc`` (container ancestors: id, aid, a_pos, a_end) and the
+    containers' stacks ``_cstack``, which ``build_tables`` and the attribution
+    read, and the calls' parents and the children (``_sweep``) or the
+    containers for finding them (``_cont``); ``drop_work`` removes them."""
     con.execute("SET prefer_range_joins = true")
     keyed = _axis(con)
-    con.execute(f"CREATE TEMP TABLE _cont AS SELECT * FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}")
     if keyed or not _sweep(con):
+        con.execute(f"CREATE TEMP TABLE _cont AS SELECT * FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}")
         _nest_containers(con, keyed)
 
 
@@ -175,9 +176,9 @@ def _sweep(con) -> bool:
     import polars as pl
 
     df = con.sql(
-        """SELECT id, lane, k0, k1, dur_ns = 0 AS z, pos, end_ns, kind = 'cpu_op' AS op,
+        f"""SELECT id, lane, k0, k1, dur_ns = 0 AS z, pos, end_ns, kind = 'cpu_op' AS op,
                   kind = 'user_annotation' AS ann, CASE WHEN kind = 'user_annotation' THEN name END AS name
-           FROM _cont ORDER BY pos"""
+           FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)} ORDER BY pos"""
     ).pl()
     n = df.height
     if n == 0:
@@ -341,7 +342,7 @@ def _nest_leaves(con) -> None:
     """Runtime/driver calls: parent = innermost enclosing container (``_sweep`` found them already)."""
     if not _exists(con, "_lparent"):
         _leaf_parents(con)
-    con.execute("DROP TABLE _cont")
+    con.execute("DROP TABLE IF EXISTS _cont")
     # A call inherits its parent's stack, the parent included.
     con.execute(
         """CREATE TEMP TABLE _lstack AS
