@@ -178,12 +178,12 @@ def _cpu_stages(con, kind: str) -> None:
     # and the module scopes a rule marks.
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _marked AS
-           SELECT s.id, s.id AS mkey, s.kind, c.pos::DOUBLE AS pos, m.m.stage, m.m.is_call, m.m.impl, m.m.context,
+           SELECT c.id, c.id AS mkey, c.kind, c.pos::DOUBLE AS pos, m.m.stage, m.m.is_call, m.m.impl, m.m.context,
                   m.m.scope, m.m.causal_arg, m.m.rule
-           FROM cpu_slices s JOIN _cpu c USING (id)
+           FROM _cpu c
            JOIN (SELECT name, m, 'user_annotation' AS kind FROM _label_match
                  UNION ALL SELECT name, m, 'cpu_op' FROM _op_match) m
-             ON m.name = s.name AND m.kind = s.kind
+             ON m.name = c.name AND m.kind = c.kind
            UNION ALL
            SELECT id, mkey, kind, pos, stage, is_call, impl, context, scope, causal_arg, rule FROM _scope_marks"""
     )
