@@ -204,7 +204,7 @@ def build(
     finally:
         link.drop_work(con)
     if not temp:  # the docs of the tables built, in the database (TEMP objects take no comments)
-        con.execute(schema.comments(n for s in STEPS if s.name in wanted for n in s.creates))
+        _in_one_transaction(con, schema.comments(n for s in STEPS if s.name in wanted for n in s.creates))
     if steps is None and not temp:
         con.execute("UPDATE tracekit_info SET value = 'true' WHERE key = 'linked'")
 
@@ -220,6 +220,26 @@ def adopt(con: duckdb.DuckDBPyConnection, comment: bool = True) -> None:
     if comment:
         con.execute(schema.comments(NAMES))
     con.execute("UPDATE tracekit_info SET value = 'true' WHERE key = 'linked'")
+
+
+def _in_one_transaction(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Run ``sql`` (many statements) in one transaction, or in the caller's when one is open.
+
+    Autocommitted, each statement commits on its own and flushes the
+    write-ahead log: the model's 324 ``COMMENT ON`` took 0.7-1.3 s on a busy
+    disk, 0.07-0.25 s as one transaction.
+    """
+    try:
+        con.execute("BEGIN")
+    except duckdb.TransactionException:  # the caller's (database.link_file builds in one)
+        con.execute(sql)
+        return
+    try:
+        con.execute(sql)
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
 
 
 def is_built(con: duckdb.DuckDBPyConnection) -> bool:
