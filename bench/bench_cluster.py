@@ -1,4 +1,4 @@
-"""Cluster load benchmark: 8 ranks of ~40 MB with --jobs 1, --jobs 2 and --dask local:2.
+"""Cluster load benchmark: 8 ranks of ~40 MB with --jobs 1, --jobs 2 (each with and without --link) and --dask local:2.
 
     python bench/bench_cluster.py [--ranks 8] [--mb 40] [--runs 1] [--json OUT]
 
@@ -8,10 +8,13 @@ about ``--mb`` MB of JSON (``make_big_trace.py``), copied once per rank with its
 configuration loads the whole folder once per run, alternating, as
 ``python -m tracekit load`` in a fresh process (its start-up included):
 
-- ``--jobs 1``: one process parses every file (the classic load);
+- ``--jobs 1``: one process loads every file, one task after the other, then the merge;
 - ``--jobs 2``: two worker processes, one task per file, then the merge;
+- ``--jobs 1 --link`` and ``--jobs 2 --link``: the same, each task also links its file
+  (the linked model: CPU op stacks, launches, attention stages), the merge renumbers it;
 - ``--parquet --dask local:2``: a Dask LocalCluster of two worker processes
-  writes a Parquet dataset (the cluster's start-up included).
+  writes a Parquet dataset, each task loading and linking one file (the cluster's
+  start-up included).
 
 It prints the median wall time per configuration, the ratio to ``--jobs 1``,
 and the MB/s per worker that a prediction for more ranks and cores starts from.
@@ -36,6 +39,8 @@ SOURCE = REPO.parent / "shared" / "traces" / "hta" / "a100_nccl_rank0.json.gz"
 CONFIGS = {
     "jobs1": ["--jobs", "1"],
     "jobs2": ["--jobs", "2"],
+    "jobs1_link": ["--jobs", "1", "--link"],
+    "jobs2_link": ["--jobs", "2", "--link"],
     "dask_local2": ["--parquet", "--dask", "local:2"],
 }
 
@@ -89,10 +94,11 @@ def main(argv=None) -> int:
             print(f"run {run + 1} {name}: {times[name][-1]:.1f} s", file=sys.stderr)
     base = statistics.median(times["jobs1"])
     print(f"{args.ranks} ranks, {total_mb:.0f} MB of JSON, {os.cpu_count()} cores, {args.runs} run(s), medians:")
-    print(f"{'config':<14}{'seconds':>9}{'vs jobs1':>10}{'MB/s':>8}")
+    base_link = statistics.median(times["jobs1_link"])
+    print(f"{'config':<14}{'seconds':>9}{'vs jobs1':>10}{'vs jobs1_link':>14}{'MB/s':>8}")
     for name, ts in times.items():
         m = statistics.median(ts)
-        print(f"{name:<14}{m:>9.1f}{base / m:>9.2f}x{total_mb / m:>8.0f}")
+        print(f"{name:<14}{m:>9.1f}{base / m:>9.2f}x{base_link / m:>13.2f}x{total_mb / m:>8.0f}")
     if args.json:
         args.json.write_text(json.dumps({"ranks": args.ranks, "mb": total_mb, "times": times}, indent=1) + "\n")
     return 0

@@ -209,8 +209,8 @@ def cli(debug, allow_files):
     "--link",
     "link_now",
     is_flag=True,
-    help="Also build the linked tables (CPU op stacks, launches, attention stages) now, each file's in its "
-    "load task (--jobs, --dask); by default the first query that needs them builds them and writes them into "
+    help="Also build the linked tables (CPU op stacks, launches, attention stages) now: with worker processes "
+    "(--jobs N > 1, --dask) each file's in its load task, in one process once over all; by default the first query that needs them builds them and writes them into "
     "OUTPUT. A --parquet dataset is always linked.",
 )
 @click.option(
@@ -251,8 +251,9 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
     OUTPUT holds every event at once; the linked model (cpu_slices, gpu_ops,
     the stage tables) is built by the first query that names one of its
     tables, once (it is written into OUTPUT), or right away with --link:
-    then each file is linked in its load task, in parallel (every linked
-    table is per trace), and the merge renumbers the ids.
+    with worker processes each file is linked in its load task, in
+    parallel (every linked table is per trace), and the merge renumbers
+    the ids.
 
     \b
     Example:

@@ -279,7 +279,10 @@ def build_file(
     """Load ``paths`` into the DuckDB file ``out`` with one task per file, then merge.
 
     ``jobs`` worker processes (default: the cores); ``runner`` runs the tasks
-    elsewhere (``dataset``'s Dask runner). Raises ``PartialLoadError`` after
+    elsewhere (``dataset``'s Dask runner). With ``linked`` each worker links
+    its file; in one process (``jobs`` 1) the merged database is linked once
+    instead, which costs less than linking the files one by one (bench/README.md).
+    Raises ``PartialLoadError`` after
     writing ``out`` when some files failed, ``TraceFormatError`` (nothing
     written) when none loaded.
     """
@@ -297,8 +300,9 @@ def build_file(
     work.mkdir()
     try:
         threads = max(1, default_jobs() // max(jobs, 1))
+        link_tasks = linked and (jobs > 1 or runner is not None)
         tasks = [
-            (i, str(s.path), label, s.from_directory, str(work / f"{i:06d}.duckdb"), memory_limit, threads, linked)
+            (i, str(s.path), label, s.from_directory, str(work / f"{i:06d}.duckdb"), memory_limit, threads, link_tasks)
             for i, (s, label) in enumerate(zip(sources, labels))
         ]
         run = runner or run_local(jobs, progress, {str(s.path): s.path.stat().st_size for s in sources})
