@@ -86,6 +86,23 @@ def test_a_dataset_holds_the_linked_tables_of_one_link(job, reference, tmp_path)
         assert_same_rows(reference, model_rows(ds))
 
 
+def test_a_dataset_without_its_linked_tables_is_linked_on_first_use(job, tmp_path):
+    """The fallback: a manifest that does not list the linked tables (a dataset written before they were)."""
+    out = tmp_path / "dataset"
+    assert main(["load", str(job / "attention"), "-o", str(out), "--parquet", "--jobs", "1", "-q"]) == 0
+    with tracekit.load(out) as ds:
+        assert ds.linked
+        stored = ds.query("stage_breakdown").to_dicts()
+    manifest = json.loads((out / "tracekit_dataset.json").read_text())
+    manifest["linked"] = False
+    (out / "tracekit_dataset.json").write_text(json.dumps(manifest))
+    with tracekit.load(out) as ds:
+        assert not ds.linked
+        assert ds.query("stage_breakdown").to_dicts() == stored
+        assert ds.linked  # built in memory by the query
+    assert stored
+
+
 def test_a_dataset_loaded_on_dask_answers_every_query_like_a_duckdb(job, reference, tmp_path, capsys):
     pytest.importorskip("dask.distributed")
     out = tmp_path / "dataset"
