@@ -98,6 +98,20 @@ def test_rule_row_with_an_unquoted_comma_is_an_error(tmp_path):
         rules.load(duckdb.connect(), [tmp_path])
 
 
+def test_a_long_user_rule_file_keeps_every_row_in_order(tmp_path):
+    """Rule rows go in bound INSERTs of up to 500 rows: 1,234 user rows, then the shipped ones, all ranked."""
+    (tmp_path / "kernel_precision.csv").write_text(
+        "pattern,precision,note\n" + "".join(f"^k{i}$,tensor_core,row {i}\n" for i in range(1234))
+    )
+    con = duckdb.connect()
+    rules.load(con, [tmp_path])
+    shipped = len(list((rules.SHIPPED / "kernel_precision.csv").read_text().strip().splitlines())) - 1
+    rows = con.execute("SELECT pattern, note, rule_order FROM rule_kernel_precision ORDER BY rule_order").fetchall()
+    assert len(rows) == 1234 + shipped
+    assert rows[:1234] == [(f"^k{i}$", f"row {i}", i + 1) for i in range(1234)]
+    assert [r[2] for r in rows] == list(range(1, len(rows) + 1))
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 def test_variant_kernels_get_their_precision(name, variants):
     trace, v = variants[name]

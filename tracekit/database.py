@@ -7,6 +7,7 @@ version so a file from an older tracekit is rebuilt instead of misread.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -208,7 +209,8 @@ def build(
             model.build(con)
         commit_checkpointed(con)
     except BaseException:
-        con.execute("ROLLBACK")
+        with contextlib.suppress(duckdb.Error):  # a failed COMMIT has already rolled back
+            con.execute("ROLLBACK")
         raise
     if linked and not small:
         model.build(con)

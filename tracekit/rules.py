@@ -91,9 +91,11 @@ def load(con: duckdb.DuckDBPyConnection, extra_dirs=(), temp: bool = False) -> l
         cols = ", ".join(f'"{c}" VARCHAR' for c in columns)
         kind = "TEMP TABLE" if temp else "TABLE"
         con.execute(f"CREATE OR REPLACE {kind} rule_{name} ({cols}, rule_file VARCHAR, rule_order INTEGER)")
-        if rows:
+        numbered = [(*r, i) for i, r in enumerate(rows, start=1)]
+        for at in range(0, len(numbered), 500):  # one bound INSERT per 500 rows (executemany: one per row)
+            chunk = numbered[at : at + 500]
             con.execute(
-                f"INSERT INTO rule_{name} VALUES {placeholders(len(columns) + 2, len(rows))}",
-                [v for i, r in enumerate(rows, start=1) for v in (*r, i)],
+                f"INSERT INTO rule_{name} VALUES {placeholders(len(columns) + 2, len(chunk))}",
+                [v for r in chunk for v in r],
             )
     return names_
