@@ -6,7 +6,10 @@ is the slow path the design notes measured (20+ s, GBs of RAM for 500 MB).
 Instead we stream the file once: the small keys before the array are parsed
 with ``json``, the array's bytes are copied into part files of about
 ``PART_BYTES`` each (split between two events, so DuckDB can read the parts
-in parallel), and the keys after the array are parsed from the tail.
+in parallel), and the keys after the array are parsed from the tail. An
+uncompressed file is not streamed through Python: its tail and one block at
+each split point are read, and the kernel copies the bytes between them
+(``_stage_plain``, ``os.copy_file_range``).
 
 Splitting and the end of the array are found by cheap byte searches, not by
 a full parse; DuckDB's parse of the parts validates them. If that parse fails,
