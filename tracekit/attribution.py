@@ -115,8 +115,7 @@ def _match_names(con) -> None:
     ).fetchall()
     pairs = [(n, names.demangle(n)) for (n,) in mangled]
     con.execute("CREATE OR REPLACE TEMP TABLE _demangled (name VARCHAR, text VARCHAR)")
-    if pairs:
-        con.executemany("INSERT INTO _demangled VALUES (?, ?)", pairs)
+    sqltext.insert_rows(con, "_demangled", pairs)
     sqltext.first_match(
         con,
         "_kernel_match",

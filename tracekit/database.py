@@ -7,7 +7,6 @@ version so a file from an older tracekit is rebuilt instead of misread.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -21,7 +20,7 @@ from . import __version__, ingest, locks, model, outputs, ranks, rules, schema, 
 from .errors import TraceFormatError, TracekitError
 from .kinds import GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
 from .sources import Source, discover
-from .sqltext import Macro, in_list, literal, placeholders
+from .sqltext import Macro, in_list, insert_rows, literal
 
 # Bump whenever a table or column changes meaning: cached databases with
 # another version are rebuilt, user-built ones are refused with advice.
@@ -200,18 +199,12 @@ def build(
     # held until the end (v100 x22: peak RSS 910-935 MB per statement, 1,008-1,020 MB in one).
     ingest.ingest(con, sources, progress=progress, warn=warn)
     small = con.execute("SELECT coalesce(sum(events_bytes), 0) FROM traces").fetchall()[0][0] <= ONE_TRANSACTION_BYTES
-    con.execute("BEGIN")
-    try:
+    with model.transaction(con, commit=commit_checkpointed):
         finish(con, warn)
         comment(con)
         write_info(con, sources)
         if linked and small:
             model.build(con)
-        commit_checkpointed(con)
-    except BaseException:
-        with contextlib.suppress(duckdb.Error):  # a failed COMMIT has already rolled back
-            con.execute("ROLLBACK")
-        raise
     if linked and not small:
         model.build(con)
 
@@ -242,9 +235,7 @@ def write_info(con: duckdb.DuckDBPyConnection, sources: list[Source]) -> None:
         "inputs": json.dumps([str(s.path) for s in sources]),
         "linked": "false",
     }
-    con.execute(
-        f"INSERT INTO tracekit_info VALUES {placeholders(2, len(info))}", [v for kv in info.items() for v in kv]
-    )
+    insert_rows(con, "tracekit_info", info.items())
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
@@ -308,9 +299,8 @@ def link_file(path: Path, waiting=None) -> bool:
                     shutil.copyfile(wal, tmp.with_name(tmp.name + ".wal"))
                 con = duckdb.connect(str(tmp), config={"checkpoint_threshold": "1TB", "memory_limit": limit})
                 try:
-                    con.execute("BEGIN")
-                    model.build(con)
-                    commit_checkpointed(con)
+                    with model.transaction(con, commit=commit_checkpointed):
+                        model.build(con)
                     con.execute("CHECKPOINT")
                 finally:
                     con.close()

@@ -43,7 +43,7 @@ from . import __version__, database, ingest, model, outputs, parallel, schema
 from .api import Trace
 from .errors import TraceFormatError, TracekitError
 from .sources import discover, trace_labels
-from .sqltext import literal
+from .sqltext import insert_rows, literal
 
 MANIFEST = "tracekit_dataset.json"
 TABLES = ("traces", "devices", "events")
@@ -189,7 +189,7 @@ def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> N
             for table in tables:
                 if table == "traces":
                     continue  # renumbered and clock-aligned below
-                if _per_trace(table):
+                if schema.per_trace(table):
                     dest = out_dir / table / f"trace_id={trace_id}"
                 elif trace_id == 1:
                     dest = out_dir / table
@@ -231,20 +231,15 @@ def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> N
     outputs.write_text(out_dir / MANIFEST, json.dumps(manifest, indent=1))
 
 
-def _per_trace(table: str) -> bool:
-    """Whether ``table`` holds rows of each trace (a trace id column), so it is partitioned by trace."""
-    return "traces.trace_id" in schema.id_columns(table).values()
+# Each trace's ids are numbered from 0 in its partitions: shifted by the events before it. A
+# partition's trace_id is the final one already (its folder's, renumbered at commit); other
+# columns of trace ids count from 1 in the part.
+_PARTITION_OFFSETS = {"events.id": "b.id_base", "traces.trace_id": "b.trace_id - 1"}
 
 
 def _column(table: str, name: str, typ: str) -> str:
     """A column of a view over the partitions, its ids those of a one-process load of the traces."""
-    space = schema.id_columns(table).get(name)
-    if space == "events.id":  # numbered from 0 in each trace's partition: shifted by the traces before it
-        value = f"list_transform(p.{name}, lambda x: x + b.id_base)" if typ.endswith("[]") else f"p.{name} + b.id_base"
-    elif space == "traces.trace_id" and name != "trace_id":  # trace_id itself is the partition's, renumbered
-        value = f"p.{name} + b.trace_id - 1"
-    else:
-        value = f"p.{name}"
+    value = f"p.{name}" if name == "trace_id" else parallel.shifted_column(table, name, typ, _PARTITION_OFFSETS, "p.")
     # The recorded types: Parquet keeps values, not DuckDB's JSON alias or INTEGER widths.
     return f"CAST({value} AS {typ}) AS {name}"
 
@@ -255,14 +250,14 @@ def _base_views(
     """Views over the dataset's partitions with the columns of the tables, in their order: the base
     tables' as the schema declares them, and ``tables`` (name: [[column, type], ...], the manifest's)."""
     con.execute("CREATE OR REPLACE TEMP TABLE _id_base (trace_id INTEGER, id_base BIGINT)")
-    con.executemany("INSERT INTO _id_base VALUES (?, ?)", [(e["trace_id"], e["id_base"]) for e in entries])
+    insert_rows(con, "_id_base", [(e["trace_id"], e["id_base"]) for e in entries])
     views = {t: [(c.name, c.type) for c in schema.TABLES[t].columns] for t in TABLES}
     views.update({t: cols for t, cols in (tables or {}).items() if t not in TABLES})
     for table, columns in views.items():
         if table == "traces" and traces_table:
             continue
         cols = ", ".join(_column(table, name, typ) for name, typ in columns)
-        if _per_trace(table):
+        if schema.per_trace(table):
             files = literal(str(out_dir / table / "*" / "data.parquet"))
             source = f"read_parquet({files}, hive_partitioning = true, union_by_name = true) p"
             source += " JOIN _id_base b USING (trace_id)"
@@ -293,8 +288,9 @@ def open(path, allow_files: bool | None = None) -> Trace:  # noqa: A001 - mirror
         )
     con = duckdb.connect()
     con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
-    con.executemany(
-        "INSERT INTO tracekit_info VALUES (?, ?)",
+    insert_rows(
+        con,
+        "tracekit_info",
         [("schema_version", str(database.SCHEMA_VERSION)), ("linked", "false"), ("dataset", str(path))],
     )
     tables = manifest.get("tables") if manifest.get("linked") else None

@@ -33,7 +33,7 @@ from .errors import NotATraceError, TraceFormatError
 from .kinds import kind_join_sql
 from .readers import StagedTrace
 from .sources import Source, trace_labels
-from .sqltext import literal, placeholders
+from .sqltext import insert_rows, literal
 
 # Bounds past which a value is corrupt, not merely unusual: ts must fit
 # int64 nanoseconds; no profiler window lasts 11 days.
@@ -364,4 +364,4 @@ def _insert_trace(con, st: _Staged, stats: tuple) -> None:
     if isinstance(devices, list):
         rows = [_device_row(st.trace_id, d) for d in devices if isinstance(d, dict)]
         if rows:
-            con.execute(f"INSERT INTO devices VALUES {placeholders(15, len(rows))}", [v for r in rows for v in r])
+            insert_rows(con, "devices", rows)

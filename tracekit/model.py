@@ -17,6 +17,7 @@ again as TEMP tables of one connection, which shadow the stored ones.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -174,7 +175,7 @@ STEPS: tuple[Step, ...] = (
     Step("attribution", attribution.TABLES, lambda con, ctx: attribution.build(con, temp=ctx.temp)),
     Step("views", tuple(VIEWS), _views),
 )
-# Steps of many small statements, run in one transaction (see _one_transaction). The steps
+# Steps of many small statements, run in one transaction (see transaction). The steps
 # that write the large tables are not: committed at once, they made the final checkpoint
 # 0.4-1.4 s slower on x22.
 SMALL_STEPS = ("rules", "views")
@@ -206,14 +207,14 @@ def build(
         for step in STEPS:
             if step.name in wanted:
                 if step.name in SMALL_STEPS:
-                    with _one_transaction(con):
+                    with transaction(con):
                         step.run(con, ctx)
                 else:
                     step.run(con, ctx)
     finally:
         link.drop_work(con)
     if not temp:  # the docs of the tables built, in the database (TEMP objects take no comments)
-        with _one_transaction(con):
+        with transaction(con):
             con.execute(schema.comments(n for s in STEPS if s.name in wanted for n in s.creates))
     if steps is None and not temp:
         con.execute("UPDATE tracekit_info SET value = 'true' WHERE key = 'linked'")
@@ -224,7 +225,7 @@ def adopt(con: duckdb.DuckDBPyConnection, comment: bool = True) -> None:
     Parquet files): create what the build creates over them (the steps that make only views and
     macros), their docs when ``comment``, and record the model built."""
     ctx = Context(False, ())
-    with _one_transaction(con):
+    with transaction(con):
         for step in STEPS:
             if step.creates and all(schema.TABLES[n].kind == "view" for n in step.creates):
                 step.run(con, ctx)
@@ -234,12 +235,15 @@ def adopt(con: duckdb.DuckDBPyConnection, comment: bool = True) -> None:
 
 
 @contextmanager
-def _one_transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+def transaction(
+    con: duckdb.DuckDBPyConnection, commit: Callable[[duckdb.DuckDBPyConnection], object] | None = None
+) -> Iterator[None]:
     """Run the block's statements in one transaction, or in the caller's when one is open.
 
-    Autocommitted, each statement commits on its own and flushes the
-    write-ahead log: the model's 324 ``COMMENT ON`` took 0.7-1.3 s on a busy
-    disk, 0.07-0.25 s as one transaction.
+    ``commit`` ends it (default: COMMIT; ``database.commit_checkpointed``
+    for a build). Autocommitted, each statement commits on its own and
+    flushes the write-ahead log: the model's 324 ``COMMENT ON`` took
+    0.7-1.3 s on a busy disk, 0.07-0.25 s as one transaction.
     """
     # Autocommitted statements each get a new transaction id; a BEGIN inside
     # the caller's transaction (database.link_file) would abort it.
@@ -250,10 +254,14 @@ def _one_transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     con.execute("BEGIN")
     try:
         yield
+        if commit is None:
+            con.execute("COMMIT")
+        else:
+            commit(con)
     except BaseException:
-        con.execute("ROLLBACK")
+        with contextlib.suppress(duckdb.Error):  # a failed COMMIT has already rolled back
+            con.execute("ROLLBACK")
         raise
-    con.execute("COMMIT")
 
 
 def is_built(con: duckdb.DuckDBPyConnection) -> bool:

@@ -125,20 +125,22 @@ def load_part(
 BASE_TABLES = ("traces", "devices", "events")
 
 
+def shifted_column(table: str, name: str, typ: str, offsets: dict[str, str], alias: str = "") -> str:
+    """The value of column ``name`` (of type ``typ``) of ``table`` moved by the offset of its id space
+    (``schema.id_columns``; ``offsets``: SQL for ``events.id`` and ``traces.trace_id``), element by
+    element in a list; the column as it is when it holds no id."""
+    col = f"{alias}{name}"
+    offset = offsets.get(schema.id_columns(table).get(name, ""), "0")
+    if offset == "0":
+        return col
+    return f"list_transform({col}, lambda x: x + {offset})" if typ.endswith("[]") else f"{col} + {offset}"
+
+
 def shifted(table: str, columns, offsets: dict[str, int]) -> str:
-    """The select list of ``table``'s ``columns`` (name, type) with every id column (``schema.id_columns``)
-    moved by the offset of its id space (``offsets``: ``events.id`` and ``traces.trace_id``)."""
-    ids = schema.id_columns(table)
-    out = []
-    for name, typ in columns:
-        n = offsets[ids[name]] if name in ids else 0
-        if not n:
-            out.append(name)
-        elif typ.endswith("[]"):
-            out.append(f"list_transform({name}, lambda x: x + {int(n)}) AS {name}")
-        else:
-            out.append(f"{name} + {int(n)} AS {name}")
-    return ", ".join(out)
+    """The select list of ``table``'s ``columns`` (name, type) with every id column moved by the
+    offset of its id space (``offsets``: ``events.id`` and ``traces.trace_id``)."""
+    sql = {space: str(int(n)) for space, n in offsets.items()}
+    return ", ".join(f"{shifted_column(table, name, typ, sql)} AS {name}" for name, typ in columns)
 
 
 def part_tables(con: duckdb.DuckDBPyConnection, database_name: str) -> dict[str, list[tuple[str, str]]]:
@@ -187,7 +189,7 @@ def merge(con: duckdb.DuckDBPyConnection, parts: list[str]) -> bool:
                 for table, columns in found.items():
                     if table not in BASE_TABLES and not linked:
                         continue
-                    per_trace = "traces.trace_id" in schema.id_columns(table).values()
+                    per_trace = schema.per_trace(table)
                     if table not in BASE_TABLES and i == 0:
                         con.execute(f"CREATE TABLE {table} AS FROM _part.{table} LIMIT 0")
                     if per_trace or i == 0:

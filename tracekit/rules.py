@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from .errors import TracekitError
-from .sqltext import placeholders
+from .sqltext import insert_rows
 
 SHIPPED = Path(__file__).resolve().parent / "rules"
 
@@ -91,11 +91,5 @@ def load(con: duckdb.DuckDBPyConnection, extra_dirs=(), temp: bool = False) -> l
         cols = ", ".join(f'"{c}" VARCHAR' for c in columns)
         kind = "TEMP TABLE" if temp else "TABLE"
         con.execute(f"CREATE OR REPLACE {kind} rule_{name} ({cols}, rule_file VARCHAR, rule_order INTEGER)")
-        numbered = [(*r, i) for i, r in enumerate(rows, start=1)]
-        for at in range(0, len(numbered), 500):  # one bound INSERT per 500 rows (executemany: one per row)
-            chunk = numbered[at : at + 500]
-            con.execute(
-                f"INSERT INTO rule_{name} VALUES {placeholders(len(columns) + 2, len(chunk))}",
-                [v for r in chunk for v in r],
-            )
+        insert_rows(con, f"rule_{name}", ((*r, i) for i, r in enumerate(rows, start=1)))
     return names_

@@ -712,6 +712,12 @@ def id_columns(table: str) -> dict[str, str]:
     return {name: space for name, space in spaces.items() if space is not None}
 
 
+def per_trace(table: str) -> bool:
+    """Whether ``table`` holds rows of each trace (a column of trace ids): a merge appends every
+    trace's rows, a dataset partitions it by trace. The others (the rule tables) are global."""
+    return "traces.trace_id" in id_columns(table).values()
+
+
 def ddl(table: str) -> str:
     """The column list of ``CREATE TABLE table (...)`` for a base table."""
     return ", ".join(f"{c.name} {c.type}" for c in TABLES[table].columns)

@@ -35,11 +35,18 @@ def values_rows(rows: Iterable[Iterable[str]]) -> str:
     return ", ".join("(" + ", ".join(literal(v) for v in row) + ")" for row in rows)
 
 
-def placeholders(width: int, rows: int) -> str:
-    """``(?, ?), (?, ?)``: ``rows`` rows of ``width`` parameters, so many rows insert in one bound
-    statement (``executemany`` runs one statement per row: ~2 ms each, a commit each outside a transaction)."""
-    row = "(" + ", ".join("?" * width) + ")"
-    return ", ".join([row] * rows)
+INSERT_ROWS = 500  # rows per bound INSERT (DuckDB binds a statement's parameters one by one)
+
+
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Iterable[Iterable]) -> None:
+    """Insert ``rows`` (tuples of one width) into ``table``: one bound ``INSERT ... VALUES (?, ?), (?, ?)``
+    per ``INSERT_ROWS`` rows. ``executemany`` runs one statement per row: ~2 ms each, and a commit
+    each outside a transaction."""
+    values = [tuple(r) for r in rows]
+    for at in range(0, len(values), INSERT_ROWS):
+        chunk = values[at : at + INSERT_ROWS]
+        row = "(" + ", ".join("?" * len(chunk[0])) + ")"
+        con.execute(f"INSERT INTO {table} VALUES {', '.join([row] * len(chunk))}", [v for r in chunk for v in r])
 
 
 @dataclass(frozen=True)
