@@ -29,6 +29,7 @@ that still encloses the call.
 from __future__ import annotations
 
 import duckdb
+import pyarrow as pa
 
 from . import fields
 from .kinds import CPU_NEST_KINDS, GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
@@ -50,10 +51,11 @@ _ENCLOSES = f"a_end > c_ts AND a_end >= c_end - {BLEED_NS}"
 
 def nest(con: duckdb.DuckDBPyConnection) -> None:
     """Create the working tables: ``_cpu`` (every CPU slice with its position on the
-    axis), ``_anc`` (container ancestors: id, aid, a_pos, a_end) and the
-    containers' stacks ``_cstack``, which ``build_tables`` and the attribution
-    read, and the calls' parents and the children (``_sweep``) or the
-    containers for finding them (``_cont``); ``drop_work`` removes them."""
+    axis), ``_anc`` (container ancestors: id, aid; the range join's also a_pos,
+    a_end, akind, aname) and the containers' stacks ``_cstack``, which
+    ``build_tables`` and the attribution read, and the calls' parents and the
+    children (``_sweep``) or the containers for finding them (``_cont``);
+    ``drop_work`` removes them."""
     con.execute("SET prefer_range_joins = true")
     keyed = _axis(con)
     if keyed or not _sweep(con):
@@ -171,45 +173,45 @@ def _sweep(con) -> bool:
     applies) and they form a chain: the ancestor at depth ``d`` is the last
     slice of depth ``d`` opened before it. That condition is checked here
     for every slice (its parent encloses it, one level up); a trace where it
-    fails anywhere is nested by the range join instead.
+    fails anywhere is nested by the range join instead. The stacks come from
+    the same (slice, ancestor) rows that ``_anc`` holds, which list each
+    slice's ancestors outermost first.
     """
     import polars as pl
 
+    # A plain scan returns _cpu in the order it was stored, which is axis order (an ORDER BY would sort again).
     df = con.sql(
-        f"""SELECT id, lane, k0, k1, dur_ns = 0 AS z, pos, end_ns, kind = 'cpu_op' AS op,
-                  kind = 'user_annotation' AS ann, CASE WHEN kind = 'user_annotation' THEN name END AS name
-           FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)} ORDER BY pos"""
+        f"""SELECT id, lane, k0, k1, pos, kind = 'cpu_op' AS op, kind = 'user_annotation' AS ann,
+                   CASE WHEN kind = 'user_annotation' THEN name END AS name
+            FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}"""
     ).pl()
     n = df.height
     if n == 0:
         return False
-    k0, k1, zero, lane = df["k0"], df["k1"], df["z"], df["lane"]
+    if not df["pos"].is_sorted():
+        df = df.sort("pos")
+    k0, k1, lane, ids = df["k0"], df["k1"], df["lane"], df["id"]
     idx = pl.int_range(n, dtype=pl.Int64, eager=True)
+    # Open at each start: the earlier slices, less the ends at or before it, plus the zero-length
+    # slices starting there from this one on (counted as ended, but not yet opened).
+    zero = (k0 == k1).cast(pl.Int64)
+    ended = k1.sort().search_sorted(k0, side="right").cast(pl.Int64)
+    zero_after = k0.filter(zero == 1).search_sorted(k0, side="right").cast(pl.Int64) - (zero.cum_sum() - zero)
+    depth = idx - ended + zero_after
+    del zero, ended, zero_after
+    keys = depth * n + idx
+    order = keys.arg_sort()
+    keys, rows = keys.gather(order), idx.gather(order)
+    del order
 
-    def open_at(mask: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
-        """For every slice: how many slices of ``mask`` are open at its start; and the sorted
-        (depth, index) keys of the ``mask`` slices with their indexes, to find the one at a depth."""
-        before = mask.cast(pl.Int64).cum_sum() - mask.cast(pl.Int64)
-        ended = k1.filter(mask).sort().search_sorted(k0, side="right").cast(pl.Int64)
-        zm = mask & zero
-        zero_from = zm.cast(pl.Int64).cum_sum() - zm.cast(pl.Int64)
-        zero_after = k0.filter(zm).search_sorted(k0, side="right").cast(pl.Int64) - zero_from
-        depth = before - ended + zero_after
-        keys = (depth * n + idx).filter(mask)
-        order = keys.arg_sort()
-        return depth, keys.gather(order), idx.filter(mask).gather(order)
-
-    def at_level(keys: pl.Series, rows: pl.Series, level: pl.Series, at: pl.Series) -> pl.Series:
+    def at_level(level: pl.Series, at: pl.Series) -> pl.Series:
         """Index of the last slice of depth ``level`` opened before slice ``at`` (-1: none)."""
-        if rows.len() == 0:
-            return at * 0 - 1
         j = keys.search_sorted(level * n + at, side="left").cast(pl.Int64) - 1
         return pl.select(pl.when(j >= 0).then(rows.gather(j.clip(0))).otherwise(-1)).to_series()
 
-    depth, keys, rows = open_at(pl.select(pl.repeat(True, n)).to_series())
     nested = depth > 0
     c, dc = idx.filter(nested), depth.filter(nested)  # the nested slices and their depths
-    p = at_level(keys, rows, dc - 1, c)
+    p = at_level(dc - 1, c)
     pg = p.clip(0)
     ok = (
         (p >= 0)
@@ -220,107 +222,112 @@ def _sweep(con) -> bool:
     )
     if (depth < 0).any() or not ok.all():
         return False
+    del ok, nested
 
-    ids, pos, end = df["id"], df["pos"], df["end_ns"]
-    # Every (slice, ancestor) pair, one per level above the slice.
+    # Every (slice, ancestor) pair, one per level above the slice: by slice, outermost first.
     lv = pl.DataFrame({"c": c, "d": dc}).with_columns(lvl=pl.int_ranges(0, "d")).explode("lvl")
-    a = at_level(keys, rows, lv["lvl"], lv["c"])
-    anc = pl.DataFrame(
-        {"id": ids.gather(lv["c"]), "aid": ids.gather(a), "a_pos": pos.gather(a), "a_end": end.gather(a)}
-    )
-    con.register("_anc_rows", anc.to_arrow())
-    con.execute("CREATE TEMP TABLE _anc AS SELECT * FROM _anc_rows")
-    con.unregister("_anc_rows")
-    del anc, lv, a
+    lv = pl.DataFrame({"c": lv["c"], "a": at_level(lv["lvl"], lv["c"])})
+    _to_table(con, "_anc", pl.DataFrame({"id": ids.gather(lv["c"]), "aid": ids.gather(lv["a"])}))
 
-    def innermost_and_outermost(mask: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series, pl.Series]:
-        d, k, r = open_at(mask)
-        d = d.filter(nested)
-        inner = at_level(k, r, d - 1, c)
-        outer = at_level(k, r, d * 0, c)
-        return d, k, r, inner, pl.select(pl.when(d > 0).then(outer).otherwise(-1)).to_series()
-
-    def id_of(i: pl.Series) -> pl.Series:
-        return pl.select(pl.when(i >= 0).then(ids.gather(i.clip(0)))).to_series()
-
-    _, _, _, op, top = innermost_and_outermost(df["op"])
-    ad, ak, ar, ann, _ = innermost_and_outermost(df["ann"])
-    # The enclosing annotations, outermost first.
-    al = pl.DataFrame({"c": c, "d": ad}).filter(pl.col("d") > 0).with_columns(lvl=pl.int_ranges(0, "d")).explode("lvl")
-    ai = at_level(ak, ar, al["lvl"], al["c"])
-    lists = (
-        pl.DataFrame({"c": al["c"], "lvl": al["lvl"], "aid": ids.gather(ai), "aname": df["name"].gather(ai)})
-        .sort("c", "lvl")
-        .group_by("c", maintain_order=True)
-        .agg("aid", "aname")
-    )
-    stack = pl.DataFrame(
-        {
-            "c": c,
-            "id": ids.gather(c),
-            "depth": dc,
-            "parent_id": ids.gather(pg),
-            "root_id": ids.gather(at_level(keys, rows, dc * 0, c)),
-            "op_id": id_of(op),
-            "top_op_id": id_of(top),
-            "annotation_id": id_of(ann),
-        }
-    ).join(lists, on="c", how="left")
-    con.register("_stack_rows", stack.to_arrow())
-    con.execute(
-        """CREATE TEMP TABLE _cstack AS
-           SELECT id, depth, parent_id, root_id, op_id, top_op_id, annotation_id,
-                  aid AS annotation_ids, aname AS annotations
-           FROM _stack_rows"""
-    )
-    con.unregister("_stack_rows")
-    _sweep_leaves(con, pl, df, depth, at_level, keys, rows, pl.DataFrame({"c": c, "p": pg}))
+    al = lv["a"]
+    del lv
+    _to_table(con, "_cstack", _stacks(pl, df, c, dc, pg, al))
+    del al
+    _sweep_leaves(con, pl, df, depth, at_level, c, pg)
     return True
 
 
-def _sweep_leaves(con, pl, cont, depth, at_level, keys, rows, pairs) -> None:
+def _stacks(pl, cont, c, dc, pg, al) -> pa.Table:
+    """The rows of ``_cstack`` for the nested containers ``c`` (indexes of ``cont``) at depths ``dc``
+    with parents ``pg``, from their ancestors ``al`` (each slice's ``dc`` rows, outermost first)."""
+    ids = cont["id"]
+    # Each slice's rows are one run, from ``start`` to ``last``.
+    start = dc.cum_sum() - dc
+    last = start + dc - 1
+    row = pl.int_range(al.len(), dtype=pl.Int64, eager=True)
+
+    def id_at(r: pl.Series, found: pl.Series) -> pl.Series:
+        return pl.select(pl.when(found).then(ids.gather(al.gather(r.fill_null(0))))).to_series()
+
+    def inner_outer(kind: pl.Series) -> tuple[pl.Series, pl.Series]:
+        """Per slice: the ids of its innermost and outermost ancestors where ``kind`` (NULL: none)."""
+        hit = pl.select(pl.when(kind.gather(al)).then(row)).to_series()
+        inner, outer = hit.forward_fill().gather(last), hit.backward_fill().gather(start)
+        return id_at(inner, inner >= start), id_at(outer, outer <= last)
+
+    op_id, top_op_id = inner_outer(cont["op"])
+    annotation_id, _ = inner_outer(cont["ann"])
+    # The enclosing annotations, outermost first: each run's annotation rows, cut at offsets (NULL: none).
+    is_ann = cont["ann"].gather(al)
+    aa = al.filter(is_ann)
+    before = pl.concat([pl.Series([0], dtype=pl.UInt32), is_ann.cast(pl.UInt32).cum_sum()])
+    offsets = before.gather(pl.concat([start, pl.Series([al.len()])])).cast(pl.Int32)
+    none = (offsets[1:] == offsets[:-1]).to_arrow()
+    return pa.table(
+        {
+            "id": ids.gather(c).to_arrow(),
+            "depth": dc.to_arrow(),
+            "parent_id": ids.gather(pg).to_arrow(),
+            "root_id": ids.gather(al.gather(start)).to_arrow(),
+            "op_id": op_id.to_arrow(),
+            "top_op_id": top_op_id.to_arrow(),
+            "annotation_id": annotation_id.to_arrow(),
+            "annotation_ids": pa.ListArray.from_arrays(offsets.to_arrow(), ids.gather(aa).to_arrow(), mask=none),
+            "annotations": pa.ListArray.from_arrays(offsets.to_arrow(), cont["name"].gather(aa).to_arrow(), mask=none),
+        }
+    )
+
+
+def _to_table(con, name: str, rows) -> None:
+    """Create the TEMP table ``name`` from ``rows`` (a polars frame or an Arrow table)."""
+    con.register(f"{name}_rows", rows if isinstance(rows, pa.Table) else rows.to_arrow())
+    con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM {name}_rows")
+    con.unregister(f"{name}_rows")
+
+
+def _sweep_leaves(con, pl, cont, depth, at_level, cc, cp) -> None:
     """The calls' parents (``_lparent``) and every slice's children (``_child``), from the sweep's arrays.
 
     A call's parent is the innermost of the last container opened before it
     (on its thread) and that container's ancestors that encloses it
-    (``_ENCLOSES``), as ``_nest_leaves`` defines it. ``pairs`` are the nested
-    containers (``c``) and their parents (``p``), as indexes of ``cont``.
+    (``_ENCLOSES``), as ``_nest_leaves`` defines it. ``cc`` are the nested
+    containers and ``cp`` their parents, as indexes of ``cont``.
     """
     leaves = con.sql(f"SELECT id, lane, pos, k0, k1 FROM _cpu WHERE kind IN {_in(LAUNCH_KINDS)}").pl()
     k0, k1, ids = cont["k0"], cont["k1"], cont["id"]
+    lk0, lk1 = leaves["k0"], leaves["k1"]
     j = cont["pos"].search_sorted(leaves["pos"], side="left").cast(pl.Int64) - 1
     jg = j.clip(0)
-    cand = pl.DataFrame({"l": pl.int_range(leaves.height, dtype=pl.Int64, eager=True), "j": jg, "d": depth.gather(jg)})
-    cand = cand.filter((j >= 0) & (cont["lane"].gather(jg) == leaves["lane"]))
-    # The last container (level d) and each of its ancestors (levels 0 .. d-1).
-    cand = cand.with_columns(lvl=pl.int_ranges(0, pl.col("d") + 1)).explode("lvl")
-    up = at_level(keys, rows, cand["lvl"], cand["j"])
-    a = pl.select(pl.when(cand["lvl"] == cand["d"]).then(cand["j"]).otherwise(up)).to_series()
-    ak1 = k1.gather(a.clip(0))
-    lk0, lk1 = leaves["k0"].gather(cand["l"]), leaves["k1"].gather(cand["l"])
-    ok = (a >= 0) & (ak1 > lk0) & (ak1 >= lk1 - BLEED_NS)
-    # The innermost enclosing one: the deepest level (a chain's ends only grow outwards), the last
-    # of each call's rows (they are consecutive, in level order).
-    par = pl.DataFrame({"l": cand["l"], "a": a}).filter(ok)
-    par = par.filter(pl.col("l") != pl.col("l").shift(-1, fill_value=-1))
-    con.register(
-        "_lparent_rows",
-        pl.DataFrame({"id": leaves["id"].gather(par["l"]), "parent_id": ids.gather(par["a"])}).to_arrow(),
-    )
-    con.execute("CREATE TEMP TABLE _lparent AS SELECT * FROM _lparent_rows")
-    con.unregister("_lparent_rows")
+    l_idx = pl.int_range(leaves.height, dtype=pl.Int64, eager=True)
+    same = (j >= 0) & (cont["lane"].gather(jg) == leaves["lane"])
+
+    def encloses(a: pl.Series, at: pl.Series) -> pl.Series:
+        ak1 = k1.gather(a.clip(0))
+        return (a >= 0) & (ak1 > lk0.gather(at)) & (ak1 >= lk1.gather(at) - BLEED_NS)
+
+    # Most calls lie inside the last container opened before them; the others are in one of its
+    # ancestors (levels 0 .. d-1), the innermost that encloses them: the deepest (a chain's ends
+    # only grow outwards), the last of each call's rows (consecutive, in level order).
+    inside_last = same & encloses(jg, l_idx)
+    up = pl.DataFrame({"l": l_idx, "j": jg, "d": depth.gather(jg)}).filter(same & ~inside_last & (pl.col("d") > 0))
+    up = up.with_columns(lvl=pl.int_ranges(0, "d")).explode("lvl")
+    up = pl.DataFrame({"l": up["l"], "a": at_level(up["lvl"], up["j"])})
+    up = up.filter(encloses(up["a"], up["l"]))
+    up = up.filter(pl.col("l") != pl.col("l").shift(-1, fill_value=-1))
+    pl_, pa = pl.concat([l_idx.filter(inside_last), up["l"]]), pl.concat([jg.filter(inside_last), up["a"]])
+    _to_table(con, "_lparent", pl.DataFrame({"id": leaves["id"].gather(pl_), "parent_id": ids.gather(pa)}))
     # Children and the time they cover of their parent (same thread: the axis' differences are ns).
-    cc, cp = pairs["c"], pairs["p"]
-    pc = pl.concat([cp, par["a"]])  # each child's parent
+    pc = pl.concat([cp, pa])  # each child's parent
     ns = pl.select(
-        pl.min_horizontal(pl.concat([k1.gather(cc), leaves["k1"].gather(par["l"])]), k1.gather(pc))
-        - pl.max_horizontal(pl.concat([k0.gather(cc), leaves["k0"].gather(par["l"])]), k0.gather(pc))
+        pl.min_horizontal(pl.concat([k1.gather(cc), lk1.gather(pl_)]), k1.gather(pc))
+        - pl.max_horizontal(pl.concat([k0.gather(cc), lk0.gather(pl_)]), k0.gather(pc))
     ).to_series()
-    con.register("_child_rows", pl.DataFrame({"id": ids.gather(pc), "ns": ns}).to_arrow())
-    con.execute(
-        "CREATE TEMP TABLE _child AS SELECT id, count(*) AS children, sum(ns) AS child_ns FROM _child_rows GROUP BY id"
+    child = (
+        pl.DataFrame({"p": pc, "ns": ns})
+        .group_by("p")
+        .agg(children=pl.len().cast(pl.Int64), child_ns=pl.col("ns").sum())
     )
-    con.unregister("_child_rows")
+    _to_table(con, "_child", child.select(id=ids.gather(child["p"]), children="children", child_ns="child_ns"))
 
 
 def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
