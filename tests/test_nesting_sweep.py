@@ -90,3 +90,54 @@ def test_sweep_nests_exactly_as_the_range_join(tmp_path, monkeypatch, seed, pert
     reference = _rows(path)
     assert len(fast) == len(reference) > 50
     assert fast == reference
+
+
+def test_sweep_stacks_known_by_construction(tmp_path, monkeypatch):
+    """Hand-nested slices on two threads: every stack column is what the nesting says, by the sweep."""
+    b = TraceBuilder()
+    # Thread 11: step > op > label > op > (call, op > call); a call that overhangs its op by more
+    # than BLEED_NS belongs to the op's parent; a zero-length op inside the label.
+    b.user_annotation("step", 0, 100_000, tid=11)
+    b.cpu_op("aten::outer", 1_000, 90_000, tid=11)
+    b.user_annotation("block", 2_000, 80_000, tid=11)
+    b.cpu_op("aten::mm", 3_000, 20_000, tid=11)
+    b.runtime_call("cudaLaunchKernel", 4_000, 1_000, tid=11)
+    b.cpu_op("aten::inner", 6_000, 10_000, tid=11)
+    b.runtime_call("cudaMemcpyAsync", 7_000, 1_000, tid=11)
+    b.runtime_call("cudaLaunchKernel", 20_000, 5_000, tid=11)  # mm ends at 23_000: block's call
+    b.cpu_op("aten::empty", 30_000, 0, tid=11)
+    # Thread 12: ops only, and a call at top level.
+    b.cpu_op("aten::add", 0, 10_000, tid=12)
+    b.cpu_op("aten::copy_", 1_000, 2_000, tid=12)
+    b.runtime_call("cudaStreamSynchronize", 20_000, 1_000, tid=12)
+    b.finish()
+    path = tmp_path / "known.json"
+    b.write(path)
+    used = []
+    sweep = link._sweep
+    monkeypatch.setattr(link, "_sweep", lambda con: used.append(sweep(con)) or used[-1])
+    with tracekit.load(path) as trace:
+        rows = trace.sql(
+            """SELECT s.name, s.depth, p.name AS p, r.name AS r, o.name AS o, t.name AS t, a.name AS a, s.annotations, s.children, s.self_ns,
+                      (SELECT list(n.name ORDER BY n.ts_ns) FROM cpu_slices n WHERE list_contains(s.annotation_ids, n.id))
+               FROM cpu_slices s LEFT JOIN cpu_slices p ON p.id = s.parent_id LEFT JOIN cpu_slices r ON r.id = s.root_id
+               LEFT JOIN cpu_slices o ON o.id = s.op_id LEFT JOIN cpu_slices t ON t.id = s.top_op_id
+               LEFT JOIN cpu_slices a ON a.id = s.annotation_id
+               WHERE s.kind IN ('cpu_op', 'user_annotation', 'runtime') ORDER BY s.tid, s.ts_ns, s.name"""
+        ).rows()
+    assert used == [True]
+    o, m, i = "aten::outer", "aten::mm", "aten::inner"
+    assert rows == [
+        ("step", 0, None, "step", None, None, None, [], 1, 10_000, None),
+        (o, 1, "step", "step", None, None, "step", ["step"], 1, 10_000, ["step"]),
+        ("block", 2, o, "step", o, o, "step", ["step"], 3, 80_000 - 20_000 - 5_000, ["step"]),
+        (m, 3, "block", "step", o, o, "block", ["step", "block"], 2, 20_000 - 1_000 - 10_000, ["step", "block"]),
+        ("cudaLaunchKernel", 4, m, "step", m, o, "block", ["step", "block"], 0, 1_000, ["step", "block"]),
+        (i, 4, m, "step", m, o, "block", ["step", "block"], 1, 10_000 - 1_000, ["step", "block"]),
+        ("cudaMemcpyAsync", 5, i, "step", i, o, "block", ["step", "block"], 0, 1_000, ["step", "block"]),
+        ("cudaLaunchKernel", 3, "block", "step", o, o, "block", ["step", "block"], 0, 5_000, ["step", "block"]),
+        ("aten::empty", 3, "block", "step", o, o, "block", ["step", "block"], 0, 0, ["step", "block"]),
+        ("aten::add", 0, None, "aten::add", None, None, None, [], 1, 10_000 - 2_000, None),
+        ("aten::copy_", 1, "aten::add", "aten::add", "aten::add", "aten::add", None, [], 0, 2_000, None),
+        ("cudaStreamSynchronize", 0, None, "cudaStreamSynchronize", None, None, None, [], 0, 1_000, None),
+    ]
