@@ -28,12 +28,16 @@ that still encloses the call.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import duckdb
-import pyarrow as pa
 
 from . import fields
 from .kinds import CPU_NEST_KINDS, GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
 from .sqltext import in_list as _in
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # A child may end a few hundred ns after its parent (clock skew between the
 # profiler's callbacks); containment allows this much overhang.
@@ -227,7 +231,7 @@ def _sweep(con) -> bool:
     # Every (slice, ancestor) pair, one per level above the slice: by slice, outermost first.
     lv = pl.DataFrame({"c": c, "d": dc}).with_columns(lvl=pl.int_ranges(0, "d")).explode("lvl")
     lv = pl.DataFrame({"c": lv["c"], "a": at_level(lv["lvl"], lv["c"])})
-    _to_table(con, "_anc", pl.DataFrame({"id": ids.gather(lv["c"]), "aid": ids.gather(lv["a"])}))
+    _to_table(con, "_anc", pl.DataFrame({"id": ids.gather(lv["c"]), "aid": ids.gather(lv["a"])}).to_arrow())
 
     al = lv["a"]
     del lv
@@ -240,6 +244,8 @@ def _sweep(con) -> bool:
 def _stacks(pl, cont, c, dc, pg, al) -> pa.Table:
     """The rows of ``_cstack`` for the nested containers ``c`` (indexes of ``cont``) at depths ``dc``
     with parents ``pg``, from their ancestors ``al`` (each slice's ``dc`` rows, outermost first)."""
+    import pyarrow as pa
+
     ids = cont["id"]
     # Each slice's rows are one run, from ``start`` to ``last``.
     start = dc.cum_sum() - dc
@@ -278,9 +284,9 @@ def _stacks(pl, cont, c, dc, pg, al) -> pa.Table:
     )
 
 
-def _to_table(con, name: str, rows) -> None:
-    """Create the TEMP table ``name`` from ``rows`` (a polars frame or an Arrow table)."""
-    con.register(f"{name}_rows", rows if isinstance(rows, pa.Table) else rows.to_arrow())
+def _to_table(con, name: str, rows: pa.Table) -> None:
+    """Create the TEMP table ``name`` from the Arrow table ``rows``."""
+    con.register(f"{name}_rows", rows)
     con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM {name}_rows")
     con.unregister(f"{name}_rows")
 
@@ -314,20 +320,26 @@ def _sweep_leaves(con, pl, cont, depth, at_level, cc, cp) -> None:
     up = pl.DataFrame({"l": up["l"], "a": at_level(up["lvl"], up["j"])})
     up = up.filter(encloses(up["a"], up["l"]))
     up = up.filter(pl.col("l") != pl.col("l").shift(-1, fill_value=-1))
-    pl_, pa = pl.concat([l_idx.filter(inside_last), up["l"]]), pl.concat([jg.filter(inside_last), up["a"]])
-    _to_table(con, "_lparent", pl.DataFrame({"id": leaves["id"].gather(pl_), "parent_id": ids.gather(pa)}))
+    child_l, parent_l = pl.concat([l_idx.filter(inside_last), up["l"]]), pl.concat([jg.filter(inside_last), up["a"]])
+    _to_table(
+        con,
+        "_lparent",
+        pl.DataFrame({"id": leaves["id"].gather(child_l), "parent_id": ids.gather(parent_l)}).to_arrow(),
+    )
     # Children and the time they cover of their parent (same thread: the axis' differences are ns).
-    pc = pl.concat([cp, pa])  # each child's parent
+    pc = pl.concat([cp, parent_l])  # each child's parent
     ns = pl.select(
-        pl.min_horizontal(pl.concat([k1.gather(cc), lk1.gather(pl_)]), k1.gather(pc))
-        - pl.max_horizontal(pl.concat([k0.gather(cc), lk0.gather(pl_)]), k0.gather(pc))
+        pl.min_horizontal(pl.concat([k1.gather(cc), lk1.gather(child_l)]), k1.gather(pc))
+        - pl.max_horizontal(pl.concat([k0.gather(cc), lk0.gather(child_l)]), k0.gather(pc))
     ).to_series()
     child = (
         pl.DataFrame({"p": pc, "ns": ns})
         .group_by("p")
         .agg(children=pl.len().cast(pl.Int64), child_ns=pl.col("ns").sum())
     )
-    _to_table(con, "_child", child.select(id=ids.gather(child["p"]), children="children", child_ns="child_ns"))
+    _to_table(
+        con, "_child", child.select(id=ids.gather(child["p"]), children="children", child_ns="child_ns").to_arrow()
+    )
 
 
 def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
