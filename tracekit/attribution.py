@@ -38,7 +38,22 @@ from .sqltext import literal
 CORE_STAGES = stages.core()
 # Kernel-level time counts these stages' kernels, plus any kernel a rule names an attention kernel.
 KERNEL_LEVEL_STAGES = stages.kernel_level()
-TABLES = ("cpu_stages", "gpu_op_stages", "attention_calls")
+# Stored: the rows a rule or call decided (most slices and GPU ops of a trace are other/none);
+# cpu_stages and gpu_op_stages are views (VIEWS) that add every other row over cpu_slices/gpu_ops.
+TABLES = ("cpu_stage_decisions", "gpu_op_stage_decisions", "attention_calls")
+# What a GPU op not in gpu_op_stage_decisions has (the view's defaults).
+_GPU_UNDECIDED = "stage = 'other' AND source = 'none' AND call_id IS NULL AND rule IS NULL AND kernel_impl IS NULL"
+VIEWS = {
+    "cpu_stages": """
+        SELECT s.id, s.trace_id, s.kind, s.name, coalesce(d.stage, 'other') AS stage,
+               coalesce(d.source, 'none') AS source, d.call_id, d.decider_id, d.rule, s.self_ns
+        FROM cpu_slices s LEFT JOIN cpu_stage_decisions d ON d.id = s.id""",
+    "gpu_op_stages": """
+        SELECT g.id, g.trace_id, g.kind, g.name, coalesce(d.stage, 'other') AS stage,
+               coalesce(d.source, 'none') AS source, d.call_id, d.rule,
+               coalesce(d.attention_kernel, false) AS attention_kernel, d.kernel_impl, g.orphan, g.dur_ns
+        FROM gpu_ops g LEFT JOIN gpu_op_stage_decisions d ON d.id = g.id""",
+}
 # The core ends with its last product (PV), softmax or fused kernel: scale/mask/dropout after it are the output block's.
 PRODUCTS = ("matmul", "qk_matmul", "pv_matmul", "softmax", "fused_attention")
 
@@ -60,7 +75,8 @@ def _rule_value(column: str, name: str) -> str:
 
 
 def build(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
-    """Create cpu_stages, gpu_op_stages and attention_calls.
+    """Create cpu_stage_decisions, gpu_op_stage_decisions and attention_calls (the views ``VIEWS``
+    over them are the model's).
 
     Needs the link step's working tables ``_cpu`` (positions) and ``_anc``
     (container ancestors); ``temp=True`` creates TEMP tables, which shadow a
@@ -254,12 +270,12 @@ def _cpu_stages(con, kind: str) -> None:
     )
     con.execute(
         f"""
-        CREATE {kind} cpu_stages AS
-        SELECT s.id, s.trace_id, s.kind, s.name,
-               coalesce(x.stage, 'other') AS stage,
-               coalesce(x.source, 'none') AS source, x.call_id, x.decider_id, x.rule,
-               s.self_ns
-        FROM cpu_slices s LEFT JOIN _xresolved x ON x.x = s.id
+        CREATE {kind} cpu_stage_decisions AS
+        SELECT x.x AS id, c.trace_id, x.stage, x.source, x.call_id, x.decider_id, x.rule
+        FROM _xresolved x JOIN _cpu c ON c.id = x.x
+        -- A slice under a marked op or scope that decided nothing and has no call is other/none.
+        WHERE x.stage IS NOT NULL OR x.source IS NOT NULL OR x.call_id IS NOT NULL OR x.decider_id IS NOT NULL
+           OR x.rule IS NOT NULL
         """
     )
     for t in ("_xcall", "_xdecide", "_xstage", "_xresolved"):
@@ -290,14 +306,15 @@ def _gpu_op_stages(con, kind: str) -> None:
     cpu_decided = "cpu_source IN ('label', 'module', 'op')"
     con.execute(
         f"""
-        CREATE {kind} gpu_op_stages AS
+        CREATE {kind} gpu_op_stage_decisions AS
         WITH k AS (
             SELECT g.id, g.trace_id, g.kind, g.name, g.dur_ns, g.orphan, c.stage AS cpu_stage, c.source AS cpu_source,
                    c.call_id, c.rule AS cpu_rule, gl.d AS gpu_label, km.m AS km, p.pos::DOUBLE AS launch_pos
             FROM gpu_ops g
-            LEFT JOIN cpu_stages c ON c.id = g.launch_id
+            LEFT JOIN cpu_stage_decisions c ON c.id = g.launch_id
             -- Only a launch inside a call needs its position (no call: no anchors to compare with).
-            LEFT JOIN (SELECT id, pos FROM _cpu WHERE id IN (SELECT id FROM cpu_stages WHERE call_id IS NOT NULL)) p
+            LEFT JOIN (SELECT id, pos FROM _cpu
+                       WHERE id IN (SELECT id FROM cpu_stage_decisions WHERE call_id IS NOT NULL)) p
                    ON p.id = g.launch_id
             LEFT JOIN _gpu_label gl ON gl.id = g.id
             LEFT JOIN _kernel_match km ON km.name = g.name
@@ -332,16 +349,20 @@ def _gpu_op_stages(con, kind: str) -> None:
                         ELSE 'other' END AS stage
             FROM d LEFT JOIN a ON a.call_id = d.call_id
         )
-        SELECT id, trace_id, kind, name, stage, source,
-               -- An attention kernel found by name outside any call is a call of its own.
-               coalesce(call_id, CASE WHEN source = 'kernel' AND km.stage = 'fused_attention' THEN id END) AS call_id,
-               CASE WHEN {cpu_decided} THEN cpu_rule
-                    WHEN source = 'gpu_annotation' THEN gpu_label.rule WHEN source = 'kernel' THEN km.rule END AS rule,
-               kind = 'kernel' AND (coalesce(km.attention, false) AND (km.context = 'any' OR call_id IS NOT NULL)
-                                    OR (source <> 'kernel' AND stage IN ({core})))
-                   AS attention_kernel,
-               km.impl AS kernel_impl, orphan, dur_ns
-        FROM s
+        SELECT * FROM (
+            SELECT id, trace_id, stage, source,
+                   -- An attention kernel found by name outside any call is a call of its own.
+                   coalesce(call_id, CASE WHEN source = 'kernel' AND km.stage = 'fused_attention' THEN id END)
+                       AS call_id,
+                   CASE WHEN {cpu_decided} THEN cpu_rule
+                        WHEN source = 'gpu_annotation' THEN gpu_label.rule WHEN source = 'kernel' THEN km.rule END
+                       AS rule,
+                   kind = 'kernel' AND (coalesce(km.attention, false) AND (km.context = 'any' OR call_id IS NOT NULL)
+                                        OR (source <> 'kernel' AND stage IN ({core})))
+                       AS attention_kernel,
+                   km.impl AS kernel_impl
+            FROM s
+        ) WHERE NOT ({_GPU_UNDECIDED} AND attention_kernel IS NOT DISTINCT FROM false)
         """
     )
     con.execute("DROP TABLE _gpu_label")
@@ -365,20 +386,21 @@ def _attention_calls(con, kind: str) -> None:
     con.execute(
         f"""
         CREATE {kind} attention_calls AS
+        -- Every slice and GPU op with a call is a decided one (cpu_stage_decisions, gpu_op_stage_decisions).
         WITH ids AS (
-            SELECT DISTINCT call_id FROM cpu_stages WHERE call_id IS NOT NULL
-            UNION SELECT DISTINCT call_id FROM gpu_op_stages WHERE call_id IS NOT NULL
+            SELECT DISTINCT call_id FROM cpu_stage_decisions WHERE call_id IS NOT NULL
+            UNION SELECT DISTINCT call_id FROM gpu_op_stage_decisions WHERE call_id IS NOT NULL
         ),
         gpu AS (
-            SELECT call_id, count(*) AS gpu_ops, sum(dur_ns)::BIGINT AS gpu_ns,
-                   coalesce(sum(dur_ns) FILTER (WHERE attention_kernel), 0)::BIGINT AS attention_kernel_ns,
-                   bool_and(orphan) AS orphan, min(kernel_impl) AS kernel_impl,
-                   bool_or(stage IN ('qk_matmul', 'pv_matmul')) AND bool_or(stage = 'softmax') AS unfused
-            FROM gpu_op_stages WHERE call_id IS NOT NULL GROUP BY call_id
+            SELECT d.call_id, count(*) AS gpu_ops, sum(g.dur_ns)::BIGINT AS gpu_ns,
+                   coalesce(sum(g.dur_ns) FILTER (WHERE d.attention_kernel), 0)::BIGINT AS attention_kernel_ns,
+                   bool_and(g.orphan) AS orphan, min(d.kernel_impl) AS kernel_impl,
+                   bool_or(d.stage IN ('qk_matmul', 'pv_matmul')) AND bool_or(d.stage = 'softmax') AS unfused
+            FROM gpu_op_stage_decisions d JOIN gpu_ops g ON g.id = d.id WHERE d.call_id IS NOT NULL GROUP BY d.call_id
         ),
         cpu AS (
             SELECT call_id, bool_or(stage IN ('qk_matmul', 'pv_matmul')) AND bool_or(stage = 'softmax') AS unfused
-            FROM cpu_stages WHERE call_id IS NOT NULL GROUP BY call_id
+            FROM cpu_stage_decisions WHERE call_id IS NOT NULL GROUP BY call_id
         ),
         -- The innermost marked op of the call that names an impl, and the
         -- op that carries the shapes (an SDPA op or backend).
@@ -387,13 +409,13 @@ def _attention_calls(con, kind: str) -> None:
                    arg_max(m.impl, m.pos) FILTER (WHERE m.kind = 'cpu_op' AND m.impl IS NOT NULL) AS op_impl,
                    arg_max(m.id, m.pos) FILTER (WHERE m.causal_arg IS NOT NULL) AS shape_op,
                    arg_max(m.causal_arg, m.pos) FILTER (WHERE m.causal_arg IS NOT NULL) AS causal_arg
-            FROM cpu_stages c JOIN _marked m ON m.mkey = c.id
+            FROM cpu_stage_decisions c JOIN _marked m ON m.mkey = c.id
             WHERE c.call_id IS NOT NULL GROUP BY c.call_id
         ),
         -- Unfused calls: the first QK^T product (bmm / matmul) carries the shapes.
         qk AS (
             SELECT c.call_id, arg_min(c.decider_id, m.pos) AS qk_op
-            FROM cpu_stages c JOIN _marked m ON m.mkey = c.decider_id
+            FROM cpu_stage_decisions c JOIN _marked m ON m.mkey = c.decider_id
             WHERE c.stage = 'qk_matmul' AND c.source = 'op' GROUP BY c.call_id
         ),
         calls AS (
@@ -406,15 +428,14 @@ def _attention_calls(con, kind: str) -> None:
                             'unknown') AS impl,
                    coalesce(g.gpu_ops, 0) AS gpu_ops, coalesce(g.gpu_ns, 0) AS gpu_ns,
                    coalesce(g.attention_kernel_ns, 0) AS attention_kernel_ns,
-                   cd.dur_ns AS cpu_ns, coalesce(cd.ts_ns, gs_ops.ts_ns) AS ts_ns, coalesce(g.orphan, false) AS orphan,
+                   cd.dur_ns AS cpu_ns, coalesce(cd.ts_ns, gs.ts_ns) AS ts_ns, coalesce(g.orphan, false) AS orphan,
                    so.input_dims, so.input_types, so.concrete_inputs, io.causal_arg,
                    CASE WHEN so.id IS NULL AND regexp_matches(qo.name, '^aten::(bmm|matmul)$') THEN qo.input_dims END
                        AS qk_dims,
                    qo.input_types AS qk_types
             FROM ids i
             LEFT JOIN _call_def cd ON cd.id = i.call_id
-            LEFT JOIN gpu_op_stages gs ON gs.id = i.call_id AND cd.id IS NULL
-            LEFT JOIN gpu_ops gs_ops ON gs_ops.id = gs.id
+            LEFT JOIN gpu_ops gs ON gs.id = i.call_id AND cd.id IS NULL
             LEFT JOIN gpu g ON g.call_id = i.call_id
             LEFT JOIN cpu cp ON cp.call_id = i.call_id
             LEFT JOIN inner_ops io ON io.call_id = i.call_id

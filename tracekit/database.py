@@ -24,7 +24,7 @@ from .sqltext import Macro, in_list, insert_rows, literal
 
 # Bump whenever a table or column changes meaning: cached databases with
 # another version are rebuilt, user-built ones are refused with advice.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # Inputs up to this many bytes of events build the linked model in the load's transaction
 # (``build``): a fixed cost saved on small traces; larger ones keep its peak memory lower.

@@ -8,8 +8,8 @@ below is built over them by ``build``, once per database, either at load time
    ancestors (working tables ``_cpu``, ``_anc``; see ``link``);
 2. ``link``: cpu_slices, runtime_calls, gpu_ops, python_functions, collectives;
 3. ``rules``: the ``rule_*`` tables from the shipped and user rule folders;
-4. ``attribution``: cpu_stages, gpu_op_stages, attention_calls;
-5. ``views``: views over the linked tables.
+4. ``attribution``: cpu_stage_decisions, gpu_op_stage_decisions, attention_calls;
+5. ``views``: views over the linked tables (cpu_stages, gpu_op_stages, cpu_ops, ...).
 
 Re-attribution with other rule folders (``--rules``) runs steps 1, 3 and 4
 again as TEMP tables of one connection, which shadow the stored ones.
@@ -30,6 +30,7 @@ from .sqltext import Macro
 
 # Views over the linked tables, created with them.
 VIEWS = {
+    **attribution.VIEWS,
     "cpu_ops": "SELECT * FROM cpu_slices WHERE kind = 'cpu_op'",
     # Views read the rule table at query time, so --rules (TEMP tables) reaches them.
     "kernel_precision_classes": """

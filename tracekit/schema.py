@@ -355,10 +355,41 @@ note VARCHAR  Why.
         ),
     ),
     Table(
-        "cpu_stages",
+        "cpu_stage_decisions",
         "table",
         "attention",
-        "Attention stage of every CPU slice (cpu_slices), decided by labels, then module scopes, then op rules; the basis of CPU-time attribution.",
+        "The CPU slices the attribution decided (a rule gave a stage, or the slice lies in an attention call), one row each; cpu_stages is every slice, the others other/none. Most slices of a trace are undecided: stored, they only repeated cpu_slices.",
+        _cols("""
+id BIGINT <unique not_null ref:cpu_slices.id>  cpu_slices.id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
+stage VARCHAR <in:stages>  Attention stage (NULL: in a call, no rule decided; cpu_stages shows other).
+source VARCHAR  label, module or op (NULL: in a call, no rule decided; cpu_stages shows none).
+call_id BIGINT <ref:attention_calls.call_id>  The attention call the slice belongs to, NULL outside one.
+decider_id BIGINT <ref:events.id>  The annotation, op or module scope whose rule decided.
+rule VARCHAR  The pattern of the deciding rule.
+"""),
+    ),
+    Table(
+        "gpu_op_stage_decisions",
+        "table",
+        "attention",
+        "The GPU ops the attribution decided (a stage other than other, a call, a rule, an attention kernel or a kernel implementation), one row each; gpu_op_stages is every GPU op, the others other/none.",
+        _cols("""
+id BIGINT <unique not_null ref:gpu_ops.id>  gpu_ops.id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
+stage VARCHAR <not_null in:stages>  Attention stage (see gpu_op_stages.stage).
+source VARCHAR  What decided (see gpu_op_stages.source).
+call_id BIGINT <ref:attention_calls.call_id>  Attention call (attention_calls.call_id).
+rule VARCHAR  The pattern of the deciding rule.
+attention_kernel BOOLEAN  Counted in kernel-level attention time (see gpu_op_stages.attention_kernel).
+kernel_impl VARCHAR  Implementation the kernel name tells (flash, efficient, cudnn, paged, ...).
+"""),
+    ),
+    Table(
+        "cpu_stages",
+        "view",
+        "attention",
+        "Attention stage of every CPU slice (cpu_slices), decided by labels, then module scopes, then op rules; the basis of CPU-time attribution. A view: cpu_slices with cpu_stage_decisions.",
         _cols("""
 id BIGINT <unique not_null ref:cpu_slices.id>  cpu_slices.id.
 trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
@@ -374,9 +405,9 @@ self_ns BIGINT  The slice's self time, ns (cpu_slices.self_ns).
     ),
     Table(
         "gpu_op_stages",
-        "table",
+        "view",
         "attention",
-        "Attention stage of every GPU op: from its launch's cpu_stages (label, module, op), else Kineto's gpu_user_annotation (orphans), else kernel-name rules.",
+        "Attention stage of every GPU op: from its launch's cpu_stages (label, module, op), else Kineto's gpu_user_annotation (orphans), else kernel-name rules. A view: gpu_ops with gpu_op_stage_decisions.",
         _cols("""
 id BIGINT <unique not_null ref:gpu_ops.id>  gpu_ops.id.
 trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
