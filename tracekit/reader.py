@@ -15,6 +15,20 @@ Splitting and the end of the array are found by cheap byte searches, not by
 a full parse; DuckDB's parse of the parts validates them. If that parse fails,
 ``stage_exact`` re-stages the file with an exact (slow) parse, which either
 succeeds or reports the JSON error with its line and column.
+
+The parts are parsed by one of two SELECTs. ``typed_sql`` parses each event
+once, straight into typed columns (``read_json`` with ``columns``): the fast
+path, but ``read_json`` silently skips keys it was not given, and nothing a
+user loaded may be dropped. ``select_sql`` reads each event as JSON text,
+types it and checks its keys (three parses): exact whatever the input. The
+typed read is kept only when a count proves it dropped nothing: staging
+counts the ``:`` bytes of the parts (``count_colons``, on a second thread
+while the kernel copies), every key of every event is followed by one, and
+the typed read's ``_colons`` column accounts for them key by key (see
+``typed_sql``). When the two sums differ (a key ``EVENT_SPEC`` does not name,
+a known key holding ``null``) or the typed read fails (a value of the wrong
+type, an element that is not an object, a duplicate key), ``ingest`` reads
+the parts again with ``select_sql``.
 """
 
 from __future__ import annotations
@@ -24,6 +38,7 @@ import json
 import os
 import re
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +71,9 @@ class StagedTrace:
     parts: list[Path] = field(default_factory=list)
     body_bytes: int = 0  # bytes of the events array as written in the file
     exact: bool = False  # staged by the slow exact parser
+    # ':' bytes in the parts (count_colons): what proves the typed read dropped no key. None: not
+    # counted (the typed read is not tried), or a \u003 escape could write a ':' the count misses.
+    colons: int | None = None
 
 
 def open_stream(path: Path):
@@ -318,14 +336,14 @@ def stage(path: Path, workdir: Path, stem: str, split: bool = True) -> StagedTra
         if form == "array":
             # Chrome's array format allows the closing bracket to be missing.
             parts = writer.finish(offset, strip_comma=True)
-            return StagedTrace(path, form, {}, parts, offset)
+            return StagedTrace(path, form, {}, parts, offset, colons=_add([count_colons(p) for p in parts]))
         writer.finish(offset, strip_comma=False)
         raise TraceFormatError(path, "truncated JSON: the 'traceEvents' array is never closed")
     k, trailing = found
     end = tail_start + len(tail[:k].encode("utf-8", "surrogateescape"))
     header.update(trailing)
     parts = writer.finish(end, strip_comma=False)
-    return StagedTrace(path, form, header, parts, end)
+    return StagedTrace(path, form, header, parts, end, colons=_add([count_colons(p) for p in parts]))
 
 
 def _stage_plain(
@@ -358,15 +376,48 @@ def _stage_plain(
         first = cut[1]
     ranges.append((first, end))
     parts = []
-    for n, (a, b) in enumerate(ranges):
-        part = workdir / f"{stem}.{n:04d}.json"
-        parts.append(part)
-        with open(part, "wb") as out:
-            out.write(b"[")
-            out.flush()
-            _copy_range(fh, out, a, b - a, path)
-            out.write(b"]")
-    return StagedTrace(path, form, header, parts, end - start)
+    # The count reads the bytes the kernel copies, on the core the copy leaves idle.
+    with ThreadPoolExecutor(1) as pool:
+        counted = pool.submit(lambda: _add([count_colons(path, a, b - a) for a, b in ranges]))
+        for n, (a, b) in enumerate(ranges):
+            part = workdir / f"{stem}.{n:04d}.json"
+            parts.append(part)
+            with open(part, "wb") as out:
+                out.write(b"[")
+                out.flush()
+                _copy_range(fh, out, a, b - a, path)
+                out.write(b"]")
+        colons = counted.result()
+    return StagedTrace(path, form, header, parts, end - start, colons=colons)
+
+
+# A \u0030-\u003f escape (\u003a is ':') in the raw bytes: a ':' the byte count would miss.
+_COLON_ESCAPE = b"\\u003"
+
+
+def count_colons(path: Path, offset: int = 0, length: int | None = None) -> int | None:
+    """The ``:`` bytes among ``length`` bytes (default: all) of the file ``path`` from ``offset``;
+    None when they hold a ``\\u003`` escape, which may write a ``:`` that has no byte of its own."""
+    n = 0
+    prev = b""
+    with open(path, "rb") as fh:  # its own handle: the count runs beside the copy
+        end = os.fstat(fh.fileno()).st_size if length is None else offset + length
+        fh.seek(offset)
+        while offset < end:
+            block = _read(fh, path, min(BLOCK_BYTES, end - offset))
+            if not block:
+                raise TraceFormatError(path, "the file shrank while it was read")
+            # A backslash is rare, and looking for one costs a tenth of looking for the escape.
+            if (b"\\" in block and _COLON_ESCAPE in block) or _COLON_ESCAPE in prev[-4:] + block[:4]:
+                return None
+            n += block.count(b":")
+            prev = block
+            offset += len(block)
+    return n
+
+
+def _add(counts: list[int | None]) -> int | None:
+    return None if None in counts else sum(c for c in counts if c is not None)
 
 
 def _split_after(fh, path: Path, at: int, end: int) -> tuple[int, int] | None:
@@ -463,6 +514,9 @@ def stage_exact(path: Path, workdir: Path, stem: str) -> StagedTrace:
     return StagedTrace(path, form, header, [out_path], len(text), exact=True)
 
 
+# The largest event (one JSON object) the parse accepts.
+MAX_EVENT_BYTES = 64 << 20
+
 # Event keys read into typed columns; any other key puts the event in `extra`.
 EVENT_SPEC = {
     "ph": "VARCHAR",
@@ -481,14 +535,80 @@ EVENT_SPEC = {
 
 
 def select_sql(parts: list[Path]) -> str:
-    """The one SELECT that parses and types every event of the staged ``parts``, in file order.
+    """The exact SELECT: every event of the staged ``parts`` parsed and typed, in file order.
+
+    Each event is read as JSON text, typed, and its keys checked: an event
+    with a key ``EVENT_SPEC`` does not name, or an element that is not an
+    object, is kept whole in ``extra``. Slower than ``typed_sql`` (three
+    parses of each event) but right whatever the input.
+    """
+    known = ", ".join(literal(k) for k in EVENT_SPEC)
+    return _select(
+        f"""
+        SELECT filename AS part,
+               json_transform(json, {json_literal(EVENT_SPEC)}) AS e,
+               -- Objects start with an opening brace (the reader trims them): a check on the
+               -- text, not another parse (json_type cost 0.35 s per 1.5M events).
+               CASE WHEN NOT starts_with(json, '{{')
+                         OR list_bool_or(list_transform(json_keys(json), lambda k: k NOT IN ({known})))
+                    THEN json END AS extra
+        FROM read_json_objects({_files(parts)}, format = 'array', filename = true,
+                               maximum_object_size = {MAX_EVENT_BYTES})"""
+    )
+
+
+def typed_sql(parts: list[Path]) -> str:
+    """The fast SELECT: ``select_sql``'s rows, each event parsed once into typed columns, and ``_colons``.
+
+    ``read_json`` skips keys its ``columns`` do not name, so these rows are
+    kept only when ``_colons`` proves it skipped none (``ingest``). Each key
+    of a JSON object is followed by one ``:``, and staging counted the ``:``
+    bytes of the parts (``StagedTrace.colons``, with no escaped ``:``). Per
+    event, ``_colons`` is one for each key of ``EVENT_SPEC`` it holds (not
+    null) plus the ``:`` characters in its ``name`` and ``args`` (as typed:
+    ``args`` is JSON text, which writes a nested value's keys with one ``:``
+    each). The bytes can only be more than the sum over a trace: by a key
+    ``EVENT_SPEC`` does not name, a known key holding ``null`` or a ``:``
+    in another value. Equal sums prove no key was skipped; otherwise ingest
+    reads the trace again with ``select_sql``, as it does when the typed
+    read fails (an element that is not an object, a duplicate key, a value
+    that does not convert).
+    """
+    columns = "{" + ", ".join(f"{literal(k)}: {literal(t)}" for k, t in EVENT_SPEC.items()) + "}"
+    return _select(
+        f"""
+        SELECT filename AS part, e, NULL::JSON AS extra, {_accounted_colons("e")} AS _colons
+        FROM read_json({_files(parts)}, format = 'array', filename = true, columns = {columns},
+                       maximum_object_size = {MAX_EVENT_BYTES}) e""",
+        "_colons",
+    )
+
+
+# The keys whose values' ':' characters the typed read counts (names such as aten::mm hold them, args
+# holds one per key). A ':' in another key's value goes uncounted: the sums differ and the trace is
+# read exactly, which costs time, not exactness; counting them all cost 0.3 s more per 1.5M events.
+_COLON_KEYS = ("name", "args")
+
+
+def _accounted_colons(e: str) -> str:
+    held = [f'({e}."{key}" IS NOT NULL)::BIGINT' for key in EVENT_SPEC]
+    inside = [f"coalesce(strlen({e}.\"{k}\") - strlen(replace({e}.\"{k}\", ':', '')), 0)" for k in _COLON_KEYS]
+    return " + ".join(held + inside)
+
+
+def _files(parts: list[Path]) -> str:
+    return "[" + ", ".join(literal(str(p)) for p in parts) + "]"
+
+
+def _select(events: str, passthrough: str = "") -> str:
+    """The columns of ``events`` rows from ``events``, a SELECT of ``part`` (the part file), ``e``
+    (the event's EVENT_SPEC keys, typed), ``extra`` and the ``passthrough`` columns.
 
     The trace comes from the part file's name (``t<trace_id>.<n>.json``)
     rather than a join, which keeps DuckDB's parallel scan order-preserving.
     """
-    known = ", ".join(literal(k) for k in EVENT_SPEC)
-    files = ", ".join(literal(str(p)) for p in parts)
     # `kind` is filled later, when the rows are copied into `events` (``_kind_select``).
+    more = f", {passthrough}" if passthrough else ""
     return f"""
         SELECT CAST(regexp_extract(part, '/t(\\d+)\\.[^/]*$', 1) AS INTEGER) AS trace_id,
                e.ph, e.cat, e.name, e.pid, e.tid,
@@ -498,21 +618,11 @@ def select_sql(parts: list[Path]) -> str:
                coalesce(a."External id",
                         CASE WHEN contains(CAST(e.args AS VARCHAR), '"external id"')
                              THEN TRY_CAST(json_extract_string(e.args, '$."external id"') AS BIGINT) END) AS external_id,
-               e.args, extra
+               e.args, extra{more}
         FROM (
-            SELECT part, e, extra,
+            SELECT part, e, extra{more},
                    TRY_CAST(e.ts * 1000 AS BIGINT) AS ts_ns, TRY_CAST(e.dur * 1000 AS BIGINT) AS dur_ns,
                    CASE WHEN e.args IS NOT NULL THEN json_transform(e.args, {fields.spec(fields.EVENT)}) END AS a
-            FROM (
-                SELECT filename AS part,
-                       json_transform(json, {json_literal(EVENT_SPEC)}) AS e,
-                       -- Objects start with an opening brace (the reader trims them): a check on the
-                       -- text, not another parse (json_type cost 0.35 s per 1.5M events).
-                       CASE WHEN NOT starts_with(json, '{{')
-                                 OR list_bool_or(list_transform(json_keys(json), lambda k: k NOT IN ({known})))
-                            THEN json END AS extra
-                FROM read_json_objects([{files}], format = 'array', filename = true,
-                                       maximum_object_size = 67108864)
-            )
+            FROM ({events})
         )
     """

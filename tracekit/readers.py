@@ -4,7 +4,11 @@ A reader turns one input file into staged parts (``stage``; ``stage_exact``
 when the fast path's guess fails) and gives the one SELECT that parses the
 staged parts of a batch into rows of ``events``' raw columns, in file order
 (``select_sql``: trace_id, ph, cat, name, pid, tid, ts_ns, dur_ns, end_ns,
-flow_id, bp, scope, correlation, external_id, args, extra). Everything after
+flow_id, bp, scope, correlation, external_id, args, extra). A reader may
+also give a faster SELECT that is not exact for every input (``typed_sql``):
+its rows carry ``_colons``, and ingest keeps them only for a batch whose
+sum of ``_colons`` per trace equals the ``StagedTrace.colons`` staging
+counted, else it reads the batch with ``select_sql``. Everything after
 that is format-independent and stays in ``ingest``: numbering (id, ordinal),
 value checks, the ``kind`` of each event and the ``traces`` row.
 
@@ -35,6 +39,8 @@ class Reader:
     stage: Callable[[Path, Path, str], StagedTrace]  # (file, work folder, part-file stem) -> staged parts
     stage_exact: Callable[[Path, Path, str], StagedTrace]  # the slow, exact fallback (or the same as stage)
     select_sql: Callable[[list[Path]], str]  # staged parts -> SELECT of events' raw columns, in file order
+    # The same rows plus `_colons`, faster; exact only when its sums match StagedTrace.colons (see above).
+    typed_sql: Callable[[list[Path]], str] | None = None
 
     def matches(self, path: Path) -> bool:
         """Whether this reader takes the file ``path`` (by its name)."""
@@ -49,6 +55,7 @@ JSON = Reader(
     lambda path, workdir, stem: reader.stage(path, workdir, stem),
     lambda path, workdir, stem: reader.stage_exact(path, workdir, stem),
     lambda parts: reader.select_sql(parts),
+    lambda parts: reader.typed_sql(parts),
 )
 
 # The registry, most specific first: the first reader that matches a file reads it.

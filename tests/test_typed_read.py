@@ -1,0 +1,193 @@
+"""The one-parse typed read is kept only when its count proves it dropped nothing.
+
+Synthetic traces whose truth is known by construction: the events written
+are the events expected, and an event with a key the reader does not type
+must come back whole in ``extra``. Each trace is also loaded with the typed
+read switched off (the exact read alone): both loads must give the same rows.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+import tracekit
+from tracekit import reader
+from tracekit.errors import TraceFormatError
+
+
+def clean_events() -> list[dict]:
+    """Events with only the keys the typed read types, ``:`` inside names, args and nested args."""
+    return [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python: main"}},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": "thread 2",
+            "ts": 1623142616.125,
+            "dur": 3.5,
+            "args": {"External id": 7, "Input Dims": [[2, 2], []], "note": {"a:b": "c::d"}},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "void at::native::gemm<float>(int)",
+            "pid": 0,
+            "tid": 7,
+            "ts": 1623142620,
+            "dur": 0.001,
+            "args": {"correlation": 3, "grid": [1, 1, 1]},
+        },
+        {"ph": "s", "cat": "ac2g", "id": 3, "bp": "e", "pid": 1, "tid": 2, "ts": 1623142617, "name": "ac2g"},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "mark", "pid": 1, "tid": 2, "ts": 1623142630, "s": "t"},
+        {"ph": "C", "name": "mem", "pid": 1, "ts": 1623142640, "args": {"bytes": 5}},
+    ]
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """The SELECTs each load ran, in order: 'typed' and/or 'exact'."""
+    ran: list[str] = []
+    typed, exact = reader.typed_sql, reader.select_sql
+    monkeypatch.setattr(reader, "typed_sql", lambda parts: ran.append("typed") or typed(parts))
+    monkeypatch.setattr(reader, "select_sql", lambda parts: ran.append("exact") or exact(parts))
+    return ran
+
+
+def rows(path, exact_only=False):
+    """Every column of events in id order (and the SELECTs the load ran)."""
+    real = reader.count_colons
+    if exact_only:
+        reader.count_colons = lambda *a, **k: None  # nothing counted: the typed read is not tried
+    try:
+        with tracekit.load(path) as trace:
+            return trace.sql("SELECT * FROM events ORDER BY id").to_dicts()
+    finally:
+        reader.count_colons = real
+
+
+def write(path, events, raw_events=None):
+    """A Kineto-style trace of ``events`` (or of the JSON texts ``raw_events``), gzipped for .gz."""
+    body = ",\n".join(raw_events if raw_events is not None else [json.dumps(e) for e in events])
+    text = '{"schemaVersion": 1, "traceEvents": [\n' + body + '\n], "traceName": "t"}'
+    path.write_bytes(gzip.compress(text.encode()) if path.suffix == ".gz" else text.encode())
+    return path
+
+
+@pytest.mark.parametrize("name", ["clean.json", "clean.json.gz"])
+def test_a_trace_of_known_keys_is_read_once_and_equals_the_exact_read(tmp_path, reads, name):
+    path = write(tmp_path / name, clean_events())
+    typed = rows(path)
+    assert reads == ["typed"]
+    reads.clear()
+    assert rows(path, exact_only=True) == typed and reads == ["exact"]
+    assert [r["name"] for r in typed] == [e.get("name") for e in clean_events()]
+    assert all(r["extra"] is None for r in typed)
+    assert typed[1]["ts_ns"] == 1623142616125 and typed[2]["dur_ns"] == 1
+
+
+def unknown_key(events):
+    events[1]["tts"] = 12  # Chrome's thread timestamp: not a key the reader types
+    events[4]["my:key"] = {"nested": [1, 2]}
+    return events, [1, 4]
+
+
+def escaped_colon_hides_a_key(events):
+    # One unknown key (one ':' byte more) and one ':' written as an escape (one byte fewer): a
+    # byte count alone would balance; the escape makes the count refuse to prove anything.
+    events[2]["flow_in"] = True
+    return events, [2]
+
+
+def null_known_key(events):
+    events[3]["bp"] = None
+    return events, []
+
+
+def colon_in_another_value(events):
+    events[4]["cat"] = "cpu:instant"
+    return events, []
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+@pytest.mark.parametrize(
+    "variant",
+    [unknown_key, escaped_colon_hides_a_key, null_known_key, colon_in_another_value],
+    ids=lambda f: f.__name__,
+)
+def test_a_trace_the_count_cannot_prove_is_read_exactly_and_keeps_every_key(tmp_path, reads, name, variant):
+    events, with_extra = variant(clean_events())
+    raw = [json.dumps(e) for e in events]
+    if variant is escaped_colon_hides_a_key:
+        raw[1] = raw[1].replace("aten::mm", "aten\\u003a:mm")
+        events[1]["name"] = "aten::mm"
+    path = write(tmp_path / name, events, raw)
+    got = rows(path)
+    assert [r["name"] for r in got] == [e.get("name") for e in events]
+    assert [i for i, r in enumerate(got) if r["extra"] is not None] == with_extra
+    for i in with_extra:
+        assert json.loads(got[i]["extra"]) == events[i]
+    tried = [] if variant is escaped_colon_hides_a_key else ["typed"]
+    assert reads == [*tried, "exact"]
+    reads.clear()
+    assert got == rows(path, exact_only=True)
+
+
+def test_a_duplicate_key_fails_the_typed_read_and_the_exact_read_loads_it(tmp_path, reads):
+    raw = [json.dumps(e) for e in clean_events()]
+    raw[2] = raw[2].replace('"ph": "X"', '"ph": "X", "ph": "X"', 1)
+    path = write(tmp_path / "dup.json", None, raw)
+    got = rows(path)
+    assert reads == ["typed", "exact"]
+    assert got == rows(path, exact_only=True) and len(got) == len(raw)
+
+
+def test_an_element_that_is_not_an_object_gets_the_exact_reads_error(tmp_path, reads):
+    raw = [json.dumps(e) for e in clean_events()] + ["[1, 2]"]
+    path = write(tmp_path / "arr.json", None, raw)
+    with pytest.raises(TraceFormatError, match=r"event #6 in traceEvents .* is not a JSON object \(it is array\)"):
+        rows(path)
+    assert reads == ["typed", "exact"]
+
+
+def test_one_unprovable_trace_sends_its_whole_batch_to_the_exact_read(tmp_path, reads):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    write(folder / "rank0.json", clean_events())
+    events, _ = unknown_key(clean_events())
+    write(folder / "rank1.json", events)
+    with tracekit.load(folder) as trace:
+        got = trace.sql("SELECT trace_id, ordinal, extra FROM events ORDER BY id").rows()
+    assert reads == ["typed", "exact"]
+    assert [(t, o) for t, o, _ in got] == [(t, o) for t in (1, 2) for o in range(len(events))]
+    assert [json.loads(x) for _, _, x in got if x is not None] == [events[1], events[4]]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (b'[{"a": "b:c"}, {"d": 1}]', 3),
+        (b'[{"a": "\\\\ \\" :"}]', 2),  # backslashes, but no escaped ':'
+        (b'[{"a": "\\u003a"}]', None),
+        (b'[{"a": "\\u003A"}]', None),
+    ],
+)
+def test_count_colons_counts_bytes_and_refuses_escapes(tmp_path, text, expected):
+    path = tmp_path / "part.json"
+    path.write_bytes(text)
+    assert reader.count_colons(path) == expected
+
+
+def test_count_colons_sees_an_escape_across_a_block_boundary(tmp_path, monkeypatch):
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 16)
+    for cut in range(1, 6):  # the escape split after each of its characters
+        text = b"x" * (16 - cut) + b"\\u003a" + b":" * 20
+        path = tmp_path / f"p{cut}.json"
+        path.write_bytes(text)
+        assert reader.count_colons(path) is None
+        path.write_bytes(text.replace(b"\\u003a", b"\\u0041"))
+        assert reader.count_colons(path) == 20
