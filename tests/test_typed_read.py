@@ -191,3 +191,23 @@ def test_count_colons_sees_an_escape_across_a_block_boundary(tmp_path, monkeypat
         assert reader.count_colons(path) is None
         path.write_bytes(text.replace(b"\\u003a", b"\\u0041"))
         assert reader.count_colons(path) == 20
+
+
+@pytest.mark.parametrize("copy_file_range", [True, False])
+def test_staging_counts_the_colons_of_the_events_array_only(tmp_path, monkeypatch, copy_file_range):
+    """Plain files are copied and counted part by part on two threads, gzipped ones counted after
+    the streaming writer; the keys around the array (full of ':') are not counted."""
+    if not copy_file_range:
+        monkeypatch.delattr(reader.os, "copy_file_range", raising=False)
+    monkeypatch.setattr(reader, "PART_BYTES", 2048)
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1024)
+    body = ",\n".join(json.dumps(e) for e in clean_events() * 40)
+    text = '{"a": {"b:c": 1}, "traceEvents": [' + body + '], "z": [{"y": ":"}]}'
+    for name in ("t.json", "t.json.gz"):
+        path = tmp_path / name
+        path.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
+        work = tmp_path / name.replace(".", "_")
+        work.mkdir()
+        staged = reader.stage(path, work, "t1")
+        assert len(staged.parts) > 10
+        assert staged.colons == body.count(":") == sum(p.read_bytes().count(b":") for p in staged.parts)
