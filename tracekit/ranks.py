@@ -112,6 +112,12 @@ def duplicate_ranks(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 def align_clocks(con: duckdb.DuckDBPyConnection) -> None:
     """Fill traces.clock_offset_ns and clock_source from the ends of matched collective kernels."""
+    alone = con.execute("SELECT count(*) = count(DISTINCT coalesce(job, '')) FROM traces").fetchall()[0][0]
+    if alone:
+        # One trace per job is its job's reference: no need to find its collectives (a scan of every
+        # kernel name, 0.15 s for 1.5M events).
+        con.execute("UPDATE traces SET clock_offset_ns = 0, clock_source = 'reference'")
+        return
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _ck AS
            SELECT c.trace_id, coalesce(t.job, '') AS job, c.pg, c.collective, c.instance, c.part, c.end_ns

@@ -611,7 +611,7 @@ def _select(events: str, passthrough: str = "") -> str:
     The trace comes from the part file's name (``t<trace_id>.<n>.json``)
     rather than a join, which keeps DuckDB's parallel scan order-preserving.
     """
-    # `kind` is filled later, when the rows are copied into `events` (``_kind_select``).
+    # `kind` (and id, ordinal) are filled later, when the rows are copied into `events` (``ingest._copy_select``).
     more = f", {passthrough}" if passthrough else ""
     return f"""
         SELECT CAST(regexp_extract(part, '/t(\\d+)\\.[^/]*$', 1) AS INTEGER) AS trace_id,
