@@ -215,7 +215,12 @@ def _sweep(con) -> bool:
 
     nested = depth > 0
     c, dc = idx.filter(nested), depth.filter(nested)  # the nested slices and their depths
-    p = at_level(dc - 1, c)
+    # Every (slice, ancestor) pair, one per level above the slice: by slice, outermost first.
+    lv = pl.DataFrame({"c": c, "d": dc}).with_columns(lvl=pl.int_ranges(0, "d")).explode("lvl")
+    al = at_level(lv["lvl"], lv["c"])
+    cl = lv["c"]
+    del lv
+    p = al.gather(dc.cum_sum() - 1)  # the last of each slice's rows: one level up
     pg = p.clip(0)
     ok = (
         (p >= 0)
@@ -227,14 +232,8 @@ def _sweep(con) -> bool:
     if (depth < 0).any() or not ok.all():
         return False
     del ok, nested
-
-    # Every (slice, ancestor) pair, one per level above the slice: by slice, outermost first.
-    lv = pl.DataFrame({"c": c, "d": dc}).with_columns(lvl=pl.int_ranges(0, "d")).explode("lvl")
-    lv = pl.DataFrame({"c": lv["c"], "a": at_level(lv["lvl"], lv["c"])})
-    _to_table(con, "_anc", pl.DataFrame({"id": ids.gather(lv["c"]), "aid": ids.gather(lv["a"])}).to_arrow())
-
-    al = lv["a"]
-    del lv
+    _to_table(con, "_anc", pl.DataFrame({"id": ids.gather(cl), "aid": ids.gather(al)}).to_arrow())
+    del cl
     _to_table(con, "_cstack", _stacks(pl, df, c, dc, pg, al))
     del al
     _sweep_leaves(con, pl, df, depth, at_level, c, pg)
@@ -324,7 +323,15 @@ def _sweep_leaves(con, pl, cont, depth, at_level, cc, cp) -> None:
     _to_table(
         con,
         "_lparent",
-        pl.DataFrame({"id": leaves["id"].gather(child_l), "parent_id": ids.gather(parent_l)}).to_arrow(),
+        pl.DataFrame(
+            {
+                "id": leaves["id"].gather(child_l),
+                "parent_id": ids.gather(parent_l),
+                "parent_op": cont["op"].gather(parent_l),
+                "parent_annotation": cont["ann"].gather(parent_l),
+                "parent_name": cont["name"].gather(parent_l),
+            }
+        ).to_arrow(),
     )
     # Children and the time they cover of their parent (same thread: the axis' differences are ns).
     pc = pl.concat([cp, parent_l])  # each child's parent
@@ -367,20 +374,20 @@ def _nest_leaves(con) -> None:
         """CREATE TEMP TABLE _lstack AS
            SELECT l.id, coalesce(s.depth, 0) + 1 AS depth, l.parent_id,
                   coalesce(s.root_id, l.parent_id) AS root_id,
-                  CASE WHEN p.kind = 'cpu_op' THEN p.id ELSE s.op_id END AS op_id,
-                  coalesce(s.top_op_id, CASE WHEN p.kind = 'cpu_op' THEN p.id END) AS top_op_id,
-                  CASE WHEN p.kind = 'user_annotation' THEN p.id ELSE s.annotation_id END AS annotation_id,
-                  CASE WHEN p.kind = 'user_annotation' THEN list_append(coalesce(s.annotation_ids, []), p.id)
+                  CASE WHEN l.parent_op THEN l.parent_id ELSE s.op_id END AS op_id,
+                  coalesce(s.top_op_id, CASE WHEN l.parent_op THEN l.parent_id END) AS top_op_id,
+                  CASE WHEN l.parent_annotation THEN l.parent_id ELSE s.annotation_id END AS annotation_id,
+                  CASE WHEN l.parent_annotation THEN list_append(coalesce(s.annotation_ids, []), l.parent_id)
                        ELSE s.annotation_ids END AS annotation_ids,
-                  CASE WHEN p.kind = 'user_annotation' THEN list_append(coalesce(s.annotations, []), p.name)
+                  CASE WHEN l.parent_annotation THEN list_append(coalesce(s.annotations, []), l.parent_name)
                        ELSE s.annotations END AS annotations
-           FROM _lparent l JOIN _cpu p ON p.id = l.parent_id LEFT JOIN _cstack s ON s.id = l.parent_id"""
+           FROM _lparent l LEFT JOIN _cstack s ON s.id = l.parent_id"""
     )
     con.execute("DROP TABLE _lparent")
 
 
 def _leaf_parents(con) -> None:
-    """``_lparent``: each call's parent, by an ASOF join and the last container's ancestors."""
+    """``_lparent``: each call's parent (and its kind and name), by an ASOF join and the last container's ancestors."""
     con.execute(
         f"""CREATE TEMP TABLE _prev AS
             SELECT l.id, l.ts_ns AS c_ts, l.end_ns AS c_end, l.pos AS c_pos, c.id AS x
@@ -391,16 +398,20 @@ def _leaf_parents(con) -> None:
     # of that container's ancestors (when the last one already closed).
     con.execute(
         f"""CREATE TEMP TABLE _lparent AS
-            SELECT id, arg_max(aid, {_INNER}) AS parent_id
+            SELECT l.id, l.parent_id, p.kind = 'cpu_op' AS parent_op, p.kind = 'user_annotation' AS parent_annotation,
+                   p.name AS parent_name
             FROM (
-                SELECT p.id, p.c_ts, p.c_end, c.id AS aid, c.pos AS a_pos, c.end_ns AS a_end
-                FROM _prev p JOIN _cont c ON c.id = p.x
-                UNION ALL
-                SELECT p.id, p.c_ts, p.c_end, a.aid, a.a_pos, a.a_end
-                FROM _prev p JOIN _anc a ON a.id = p.x
-            )
-            WHERE {_ENCLOSES}
-            GROUP BY id"""
+                SELECT id, arg_max(aid, {_INNER}) AS parent_id
+                FROM (
+                    SELECT p.id, p.c_ts, p.c_end, c.id AS aid, c.pos AS a_pos, c.end_ns AS a_end
+                    FROM _prev p JOIN _cont c ON c.id = p.x
+                    UNION ALL
+                    SELECT p.id, p.c_ts, p.c_end, a.aid, a.a_pos, a.a_end
+                    FROM _prev p JOIN _anc a ON a.id = p.x
+                )
+                WHERE {_ENCLOSES}
+                GROUP BY id
+            ) l JOIN _cont p ON p.id = l.parent_id"""
     )
     con.execute("DROP TABLE _prev")
 
