@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 from cluster_synthetic import GOLDEN_JOB, make_job
 from conftest import require_shared
@@ -198,3 +199,26 @@ def test_force_replaces_a_dataset_and_fills_an_empty_folder(tmp_path, capsys):
     assert main(["load", str(trace), "-o", str(tmp_path / "other"), "--parquet", "-q", "--force"]) == 1
     assert "not a tracekit dataset" in capsys.readouterr().err
     assert (tmp_path / "other" / "keep.txt").read_text() == "mine"
+
+
+def test_a_dataset_load_caps_each_task_at_the_memory_limit(job, tmp_path, monkeypatch, capsys):
+    """load --parquet --memory-limit reaches every task's DuckDB (it was ignored), and a bad size is one
+    error before anything is written or --force removes the dataset already there."""
+    seen = []
+    connect = duckdb.connect
+
+    def recording(database=":memory:", *args, config=None, **kwargs):
+        if str(database).endswith("part.duckdb.tmp"):  # a task's DuckDB (parallel.load_part)
+            seen.append((config or {}).get("memory_limit"))
+        return connect(database, *args, config=config or {}, **kwargs)
+
+    monkeypatch.setattr(duckdb, "connect", recording)
+    out = tmp_path / "dataset"
+    src = job / "attention"
+    assert main(["load", str(src), "-o", str(out), "--parquet", "--jobs", "1", "--memory-limit", "300MB", "-q"]) == 0
+    assert seen and set(seen) == {"300MB"}
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    code = main(["load", str(src), "-o", str(out), "--parquet", "--force", "--memory-limit", "lots", "-q"])
+    assert code == 1
+    assert "--memory-limit='lots'" in capsys.readouterr().err
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before

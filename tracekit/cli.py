@@ -202,8 +202,8 @@ def cli(debug, allow_files):
 @click.option(
     "--memory-limit",
     metavar="SIZE",
-    help="Cap DuckDB's memory, e.g. 4GB (default: 2.5x the uncompressed input, at least 512MB; "
-    "also $TRACEKIT_MEMORY_LIMIT).",
+    help="Cap DuckDB's memory, e.g. 4GB: the load's, or each task's with --jobs, --dask or --parquet (default: "
+    "2.5x the uncompressed input, a task's file, at least 512MB; also $TRACEKIT_MEMORY_LIMIT).",
 )
 @click.option(
     "--link",
@@ -263,11 +263,13 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
     """
     if output.exists() and not force:
         raise TracekitError(f"{output}: already exists (use --force to replace it)")
+    if memory_limit:  # before --force removes anything
+        sqlsafety.memory_limit(memory_limit, "--memory-limit")
     if not parquet:  # a dataset is a folder: _load_dataset checks what --force may replace
         outputs.target(output, paths)  # refuse a device or an input before any work
     progress = console.Progress(not quiet)
     if parquet:
-        _load_dataset(paths, output, force, quiet, jobs, dask, progress)
+        _load_dataset(paths, output, force, quiet, jobs, dask, progress, memory_limit)
         return
     with _loading(progress, quiet, lambda: api.open(output), output, link_now):
         if dask:
@@ -299,7 +301,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
         trace.close()
 
 
-def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, progress) -> None:
+def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, progress, memory_limit) -> None:
     from . import dataset
 
     if output.exists() and force:
@@ -307,7 +309,9 @@ def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, pro
             raise TracekitError(f"{output}: not a tracekit dataset; --force replaces only a dataset")
         shutil.rmtree(output)
     with _loading(progress, quiet, lambda: dataset.open(output), output, False):
-        dataset.build(list(paths), output, jobs=jobs, dask=dask, warn=console.warn, progress=progress)
+        dataset.build(
+            list(paths), output, jobs=jobs, dask=dask, warn=console.warn, progress=progress, memory_limit=memory_limit
+        )
     if not quiet:
         _load_summary(dataset.open(output), output, False)
 

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, database, ingest, model, outputs, parallel, schema
+from . import __version__, database, ingest, model, outputs, parallel, schema, sqlsafety
 from .api import Trace
 from .errors import TraceFormatError, TracekitError
 from .sources import discover, trace_labels
@@ -60,8 +60,11 @@ def _copy(con, sql: str, path: Path) -> None:
     con.execute(f"COPY ({sql}) TO {literal(str(path))} (FORMAT parquet, COMPRESSION zstd)")
 
 
-def load_part_parquet(index: int, path: str, label: str, from_directory: bool, out_dir: str) -> parallel.PartResult:
-    """One task: load and link one file and write its partitions under ``out_dir``/.staging/NNNNNN (atomically).
+def load_part_parquet(
+    index: int, path: str, label: str, from_directory: bool, out_dir: str, memory_limit: str | None = None
+) -> parallel.PartResult:
+    """One task: load and link one file and write its partitions under ``out_dir``/.staging/NNNNNN (atomically),
+    DuckDB capped at ``memory_limit`` (default: as ``parallel.load_part``'s).
 
     Every table of the part is written: the base tables and the linked
     model's, each with the columns and types it has (``columns.json``: Parquet
@@ -74,7 +77,7 @@ def load_part_parquet(index: int, path: str, label: str, from_directory: bool, o
     tmp.mkdir(parents=True)
     try:
         result = parallel.load_part(
-            index, path, label, from_directory, str(tmp / "part.duckdb"), threads=1, linked=True
+            index, path, label, from_directory, str(tmp / "part.duckdb"), memory_limit, threads=1, linked=True
         )
         if result.part is None:
             return result
@@ -117,7 +120,7 @@ def dask_runner(address: str, out_dir: Path | None = None) -> parallel.Runner:
             client = Client(address)
         try:
             fn = load_part_parquet if out_dir is not None else parallel.load_part
-            args = [t[:4] + (str(out_dir),) for t in tasks] if out_dir is not None else tasks
+            args = [t[:4] + (str(out_dir),) + t[5:6] for t in tasks] if out_dir is not None else tasks
             # One task per file, retried when a worker dies; results are small (paths, errors).
             futures = client.map(lambda a: fn(*a), args, retries=2, pure=False)
             return client.gather(futures)
@@ -136,16 +139,21 @@ def build(
     dask: str | None = None,
     warn: Callable[[str], None] | None = None,
     progress=None,
+    memory_limit: str | None = None,
 ) -> Path:
-    """Write the Parquet dataset of ``paths`` into ``out_dir`` (which must not hold one yet)."""
+    """Write the Parquet dataset of ``paths`` into ``out_dir`` (which must not hold one yet); each
+    task's DuckDB is capped at ``memory_limit`` (default: 2.5x its file, as for a ``.duckdb``)."""
     out_dir = Path(out_dir)
+    if memory_limit:
+        memory_limit = sqlsafety.memory_limit(memory_limit, "--memory-limit")  # one error, before any task
     if out_dir.exists() and any(out_dir.iterdir()):
         raise TracekitError(f"{out_dir}: exists and is not empty (use --force to replace it)")
     sources = discover(paths)
     labels = trace_labels([s.path for s in sources])
     out_dir.mkdir(parents=True, exist_ok=True)
     tasks = [
-        (i, str(s.path), label, s.from_directory, str(out_dir)) for i, (s, label) in enumerate(zip(sources, labels))
+        (i, str(s.path), label, s.from_directory, str(out_dir), memory_limit)
+        for i, (s, label) in enumerate(zip(sources, labels))
     ]
     try:
         if dask:
