@@ -166,3 +166,21 @@ def test_a_plain_file_is_staged_into_the_parts_the_streaming_path_writes(tmp_pat
     body = text[text.index("[") + 1 : text.index('],\n"after"')]
     assert body_bytes == len(body.encode())
     assert [e for p in parts for e in json.loads(p)] == ev
+
+
+def test_an_unterminated_array_cut_on_an_event_boundary_keeps_every_event(tmp_path, monkeypatch):
+    """Synthetic, known by construction: a plain Chrome array without its closing bracket whose first
+    read block ends exactly after an event's ",\\n". The plain path looked at the file's tail, found no
+    end and handed over to the streaming path without seeking back, which then read on from the end of
+    the file: it staged the first block alone, a valid shorter array (39 of 100 events, no error)."""
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 4096)  # 4095 bytes of body = 39 lines of 105 bytes
+    lines = []
+    for i in range(100):
+        event = {"name": "x", "ph": "X", "ts": i, "dur": 1, "pid": 1, "tid": 1, "cat": "cpu_op", "args": {"p": ""}}
+        event["args"]["p"] = "a" * (103 - len(json.dumps(event)))
+        lines.append(json.dumps(event))
+        assert len(lines[-1]) + 2 == 105
+    path = tmp_path / "unterminated.json"
+    path.write_text("[" + ",\n".join(lines) + ",\n")
+    with tracekit.load(path) as trace:
+        assert trace.rows("SELECT count(*), min(ts_ns), max(ts_ns) FROM events") == [(100, 0, 99_000)]

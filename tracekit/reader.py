@@ -359,11 +359,13 @@ def _stage_plain(
     problem (or reads an unterminated Chrome array).
     """
     size = os.fstat(fh.fileno()).st_size
+    read_to = fh.tell()
     tail_start = max(start, size - 2 * BLOCK_BYTES)
     fh.seek(tail_start)
     tail = _read(fh, path, size - tail_start).decode("utf-8", "surrogateescape")
     found = _find_array_end(tail, form)
     if found is None:
+        fh.seek(read_to)  # the streaming path reads on from where the head's reading stopped
         return None
     k, trailing = found
     end = tail_start + len(tail[:k].encode("utf-8", "surrogateescape"))  # file offset of the closing "]"
