@@ -14,7 +14,7 @@ import json
 import pytest
 
 import tracekit
-from tracekit import reader
+from tracekit import ingest, reader
 from tracekit.errors import TraceFormatError
 
 
@@ -59,15 +59,15 @@ def reads(monkeypatch):
 
 
 def rows(path, exact_only=False):
-    """Every column of events in id order (and the SELECTs the load ran)."""
-    real = reader.count_colons
+    """Every column of events in id order; ``exact_only``: the typed read is not tried."""
+    real = ingest._insert_typed
     if exact_only:
-        reader.count_colons = lambda *a, **k: None  # nothing counted: the typed read is not tried
+        ingest._insert_typed = lambda con, batch: False
     try:
         with tracekit.load(path) as trace:
             return trace.sql("SELECT * FROM events ORDER BY id").to_dicts()
     finally:
-        reader.count_colons = real
+        ingest._insert_typed = real
 
 
 def write(path, events, raw_events=None):
@@ -195,8 +195,8 @@ def test_count_colons_sees_an_escape_across_a_block_boundary(tmp_path, monkeypat
 
 @pytest.mark.parametrize("copy_file_range", [True, False])
 def test_staging_counts_the_colons_of_the_events_array_only(tmp_path, monkeypatch, copy_file_range):
-    """Plain files are copied and counted part by part on two threads, gzipped ones counted after
-    the streaming writer; the keys around the array (full of ':') are not counted."""
+    """Plain files are copied and counted part by part on two threads, gzipped ones as the streaming
+    writer writes them; the keys around the array (full of ':') are not counted."""
     if not copy_file_range:
         monkeypatch.delattr(reader.os, "copy_file_range", raising=False)
     monkeypatch.setattr(reader, "PART_BYTES", 2048)
@@ -211,3 +211,24 @@ def test_staging_counts_the_colons_of_the_events_array_only(tmp_path, monkeypatc
         staged = reader.stage(path, work, "t1")
         assert len(staged.parts) > 10
         assert staged.colons == body.count(":") == sum(p.read_bytes().count(b":") for p in staged.parts)
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_staging_gives_up_counting_at_an_escape_and_counts_an_unterminated_array(tmp_path, monkeypatch, name):
+    """Both staging paths: a \\u003a escape (a ':' without its byte) anywhere in the array leaves the
+    count to nobody (None: the exact read), split across a block boundary too; an array whose closing
+    bracket is missing (allowed in Chrome's array form) counts every event's ':'."""
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 64)
+    events = [json.dumps(e) for e in clean_events() * 8]
+    escaped = events[:5] + ['{"name": "a\\u003ab", "ph": "X", "ts": 1, "dur": 1, "pid": 1, "tid": 1}'] + events[5:]
+    for i, (text, expected) in enumerate(
+        [
+            ('{"traceEvents": [' + ",".join(escaped) + "]}", None),
+            ("[" + ",\n".join(events) + ",\n", sum(e.count(":") for e in events)),
+        ]
+    ):
+        path = tmp_path / f"{i}{name}"
+        path.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
+        work = tmp_path / f"w{i}{name}"
+        work.mkdir()
+        assert reader.stage(path, work, "t1").colons == expected

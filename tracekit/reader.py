@@ -316,12 +316,14 @@ def stage(path: Path, workdir: Path, stem: str, split: bool = True) -> StagedTra
             if staged is not None:
                 return staged
         writer = _PartWriter(workdir, stem, split)
+        counted = _Colons()  # as the blocks are written, not by reading the parts back
         body = buf[start:]
         offset = 0
         recent = [b"", b""]  # the last two blocks: where the array usually ends
         while True:
             if body:
                 writer.write(body, offset)
+                counted.add(body)
                 offset += len(body)
                 recent = [recent[1], body]
             if at_eof:
@@ -336,15 +338,18 @@ def stage(path: Path, workdir: Path, stem: str, split: bool = True) -> StagedTra
     if found is None:
         if form == "array":
             # Chrome's array format allows the closing bracket to be missing.
+            # What finish cuts after the last event is white space and a comma: no ':'.
             parts = writer.finish(offset, strip_comma=True)
-            return StagedTrace(path, form, {}, parts, offset, colons=_add([count_colons(p) for p in parts]))
+            return StagedTrace(path, form, {}, parts, offset, colons=counted.n)
         writer.finish(offset, strip_comma=False)
         raise TraceFormatError(path, "truncated JSON: the 'traceEvents' array is never closed")
     k, trailing = found
     end = tail_start + len(tail[:k].encode("utf-8", "surrogateescape"))
     header.update(trailing)
     parts = writer.finish(end, strip_comma=False)
-    return StagedTrace(path, form, header, parts, end, colons=_add([count_colons(p) for p in parts]))
+    # The bytes from the array's end on were counted too, and finish cut them: they lie in the tail.
+    colons = None if counted.n is None else counted.n - prev[end - tail_start :].count(b":")
+    return StagedTrace(path, form, header, parts, end, colons=colons)
 
 
 def _stage_plain(
@@ -401,25 +406,39 @@ def _copy_part(path: Path, part: Path, span: tuple[int, int]) -> int | None:
 _COLON_ESCAPE = b"\\u003"
 
 
+class _Colons:
+    """The ``:`` bytes of consecutive blocks (``n``); None once they hold a ``\\u003`` escape, which
+    may write a ``:`` that has no byte of its own (also across a block boundary)."""
+
+    def __init__(self) -> None:
+        self.n: int | None = 0
+        self._prev = b""
+
+    def add(self, block: bytes) -> None:
+        if self.n is None:
+            return
+        # A backslash is rare, and looking for one costs a tenth of looking for the escape.
+        if (b"\\" in block and _COLON_ESCAPE in block) or _COLON_ESCAPE in self._prev[-4:] + block[:4]:
+            self.n = None
+            return
+        self.n += block.count(b":")
+        self._prev = block
+
+
 def count_colons(path: Path, offset: int = 0, length: int | None = None) -> int | None:
     """The ``:`` bytes among ``length`` bytes (default: all) of the file ``path`` from ``offset``;
-    None when they hold a ``\\u003`` escape, which may write a ``:`` that has no byte of its own."""
-    n = 0
-    prev = b""
+    None when they hold a ``\\u003`` escape (``_Colons``)."""
+    counted = _Colons()
     with open(path, "rb") as fh:
         end = os.fstat(fh.fileno()).st_size if length is None else offset + length
         fh.seek(offset)
-        while offset < end:
+        while offset < end and counted.n is not None:
             block = _read(fh, path, min(BLOCK_BYTES, end - offset))
             if not block:
                 raise TraceFormatError(path, "the file shrank while it was read")
-            # A backslash is rare, and looking for one costs a tenth of looking for the escape.
-            if (b"\\" in block and _COLON_ESCAPE in block) or _COLON_ESCAPE in prev[-4:] + block[:4]:
-                return None
-            n += block.count(b":")
-            prev = block
+            counted.add(block)
             offset += len(block)
-    return n
+    return counted.n
 
 
 def _add(counts: list[int | None]) -> int | None:
