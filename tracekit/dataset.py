@@ -101,7 +101,8 @@ def load_part_parquet(
 
 
 def dask_runner(address: str, out_dir: Path | None = None) -> parallel.Runner:
-    """A runner of load tasks on the Dask cluster at ``address`` (``tcp://...`` or ``local:N``)."""
+    """A runner of load tasks on the Dask cluster at ``address`` (``tcp://...`` or ``local:N``): with
+    ``out_dir``, ``build``'s tasks (``load_part_parquet``), else ``parallel``'s (``parallel.load_part``)."""
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
@@ -120,9 +121,8 @@ def dask_runner(address: str, out_dir: Path | None = None) -> parallel.Runner:
             client = Client(address)
         try:
             fn = load_part_parquet if out_dir is not None else parallel.load_part
-            args = [t[:4] + (str(out_dir),) + t[5:6] for t in tasks] if out_dir is not None else tasks
             # One task per file, retried when a worker dies; results are small (paths, errors).
-            futures = client.map(lambda a: fn(*a), args, retries=2, pure=False)
+            futures = client.map(lambda a: fn(*a), tasks, retries=2, pure=False)
             return client.gather(futures)
         finally:
             client.close()
