@@ -115,6 +115,18 @@ def test_orphan_causes_tell_before_trace_from_no_correlation(mixed):
     assert (timeline["orphan_gpu_ops"], timeline["counted_gpu_ops"], timeline["busy_ns"]) == (1, 6, 340_000)
 
 
+def test_orphans_same_before_and_after_the_link(tmp_path):
+    # By construction: one orphan (ampere_bf16_gemm_O, 40 us); the DMA op without a correlation is not one.
+    mixed_trace(tmp_path).close()
+    fresh = tracekit.load(tmp_path / "mixed.json.gz")
+    assert not fresh.linked
+    assert fresh.orphans() == (1, 40_000)  # the base view over events
+    fresh.link()
+    assert fresh.linked
+    assert fresh.orphans() == (1, 40_000)  # gpu_ops
+    fresh.close()
+
+
 @pytest.mark.parametrize("name", BERT)
 def test_gpu_breakdown_equals_tracelens(name, shared_dir):
     expected_dir = shared_dir / "tracelens" / f"{name}.expected"
