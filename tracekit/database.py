@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, ingest, locks, model, outputs, ranks, rules, schema, sqlsafety
+from . import __version__, ingest, link, locks, model, outputs, ranks, rules, schema, sqlsafety
 from .errors import TraceFormatError, TracekitError
 from .kinds import GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
 from .sources import Source, discover
@@ -188,6 +188,8 @@ def build(
     tables, ...) is built on first use: ``model.build``, which the API
     calls for any query that names one of them.
     """
+    if linked:
+        link.preload()  # the nest step's Python modules, imported while the trace parses
     con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
     ingest.create_tables(con)
     # The parse runs outside a transaction: a failed parse is retried (ingest), and a failed

@@ -28,6 +28,8 @@ that still encloses the call.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -53,6 +55,35 @@ _INNER = "a_pos"
 _ENCLOSES = f"a_end > c_ts AND a_end >= c_end - {BLEED_NS}"
 
 
+_preloading: threading.Thread | None = None
+
+
+def preload() -> None:
+    """Start importing what the sweep needs (polars, pyarrow and its compute functions: 0.2-0.4 s)
+    on a background thread, while the caller's DuckDB statements (which release the GIL) run.
+
+    For a caller about to nest (a linked build); commands that never nest do not call it and
+    import neither. The sweep waits for the import to finish (``_preloaded``).
+    """
+    global _preloading
+    if _preloading is None:
+        _preloading = threading.Thread(target=_import_sweep_modules, name="tracekit-preload", daemon=True)
+        _preloading.start()
+
+
+def _import_sweep_modules() -> None:
+    # A failed import is left for the sweep's own import to report.
+    with contextlib.suppress(Exception):
+        import polars  # noqa: F401
+        import pyarrow.compute  # noqa: F401
+
+
+def _preloaded() -> None:
+    """Wait for ``preload``'s imports, if it started them (one thread imports a module, not two at once)."""
+    if _preloading is not None:
+        _preloading.join()
+
+
 def nest(con: duckdb.DuckDBPyConnection) -> None:
     """Create the working tables: ``_cpu`` (every CPU slice with its position on the
     axis), ``_anc`` (container ancestors: id, aid; the range join's also a_pos,
@@ -60,6 +91,7 @@ def nest(con: duckdb.DuckDBPyConnection) -> None:
     ``build_tables`` and the attribution read, and the calls' parents and the
     children (``_sweep``) or the containers for finding them (``_cont``);
     ``drop_work`` removes them."""
+    preload()  # imported while _axis runs, when the caller has not started it already
     con.execute("SET prefer_range_joins = true")
     keyed = _axis(con)
     if keyed or not _sweep(con):
@@ -181,6 +213,7 @@ def _sweep(con) -> bool:
     the same (slice, ancestor) rows that ``_anc`` holds, which list each
     slice's ancestors outermost first.
     """
+    _preloaded()
     import polars as pl
 
     # A plain scan returns _cpu in the order it was stored, which is axis order (an ORDER BY would sort again).
