@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import random
 
+import duckdb
 import pytest
 from synthetic import TraceBuilder
 
 import tracekit
-from tracekit import link
+from tracekit import database, link
+from tracekit.kinds import CPU_NEST_KINDS
+from tracekit.sqltext import in_list
 
 GRID = 500  # ns: a coarse grid makes equal timestamps (and BLEED_NS-sized gaps) common
 
@@ -141,3 +144,37 @@ def test_sweep_stacks_known_by_construction(tmp_path, monkeypatch):
         ("aten::copy_", 1, "aten::add", "aten::add", "aten::add", "aten::add", None, [], 0, 2_000, None),
         ("cudaStreamSynchronize", 0, None, "cudaStreamSynchronize", None, None, None, [], 0, 1_000, None),
     ]
+
+
+@pytest.mark.parametrize("sweep", [True, False])
+@pytest.mark.parametrize("seed", range(3))
+def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep):
+    """``_nest`` (one row per CPU slice, in ``_cpu``'s order), made by the sweep or from the range
+    join's stacks, holds each slice's stack and children as ``cpu_slices`` stores them when the
+    range join nests the same trace."""
+    path = _trace(tmp_path, seed, "leaf_overhang")
+    columns = "id, depth, parent_id, root_id, op_id, top_op_id, annotation_id, annotation_ids, annotations, children"
+    monkeypatch.setattr(link, "_sweep", lambda con: False)
+    with tracekit.load(path) as trace:
+        reference = trace.con.execute(
+            f"SELECT {columns}, self_ns FROM cpu_slices WHERE kind IN {in_list(CPU_NEST_KINDS)} ORDER BY id"
+        ).fetchall()
+    if sweep:
+        monkeypatch.undo()
+    con = duckdb.connect()
+    database.build(con, database.discover([path]))
+    link.nest(con)
+    assert link._exists(con, "_nest") == sweep  # the sweep makes it at once; the range join's leaf step below
+    link._nest_leaves(con)
+    got = con.execute(
+        f"SELECT {columns}, greatest(s.dur_ns - n.child_ns, 0) FROM _nest n JOIN slices s USING (id) ORDER BY id"
+    ).fetchall()
+    assert len(got) == len(reference) > 50
+    assert got == reference
+    misplaced = "SELECT count(*) FROM _cpu POSITIONAL JOIN (SELECT id AS nest_id FROM _nest) WHERE id <> nest_id"
+    assert con.execute(misplaced).fetchall() == [(0,)]
+    types = "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = '_nest'"
+    assert dict(con.execute(types).fetchall()) == {
+        **dict.fromkeys(["id", "parent_id", "root_id", "op_id", "top_op_id", "annotation_id", "child_ns"], "BIGINT"),
+        **{"depth": "INTEGER", "children": "INTEGER", "annotation_ids": "BIGINT[]", "annotations": "VARCHAR[]"},
+    }

@@ -90,7 +90,9 @@ def nest(con: duckdb.DuckDBPyConnection) -> None:
     a_end, akind, aname) and the containers' stacks ``_cstack``, which
     ``build_tables`` and the attribution read, and the calls' parents and the
     children (``_sweep``) or the containers for finding them (``_cont``);
-    ``drop_work`` removes them."""
+    ``drop_work`` removes them. The sweep also gives ``_nest``, every CPU
+    slice's stack and children in ``_cpu``'s order (``_nest_rows``); on the
+    range join's path ``_nest_leaves`` makes it from the stacks."""
     preload()  # imported while _axis runs, when the caller has not started it already
     con.execute("SET prefer_range_joins = true")
     keyed = _axis(con)
@@ -113,7 +115,7 @@ def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
 
 def drop_work(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the working tables ``nest`` and ``build_tables`` leave."""
-    for t in ("_cpu", "_anc", "_cont", "_cstack", "_lstack", "_lparent", "_child"):
+    for t in ("_cpu", "_anc", "_cont", "_cstack", "_lstack", "_lparent", "_child", "_nest"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
 
 
@@ -266,16 +268,18 @@ def _sweep(con) -> bool:
         return False
     del ok, nested
     _to_table(con, "_anc", pl.DataFrame({"id": ids.gather(cl), "aid": ids.gather(al)}).to_arrow())
-    del cl
-    _to_table(con, "_cstack", _stacks(pl, df, c, dc, pg, al))
-    del al
-    _sweep_leaves(con, pl, df, depth, at_level, c, pg)
+    cstack, up = _stacks(pl, df, c, dc, pg, al, cl)
+    _to_table(con, "_cstack", cstack)
+    del al, cl, cstack
+    leaves, child_l, parent_l, child = _sweep_leaves(con, pl, df, depth, at_level, c, pg)
+    _to_table(con, "_nest", _nest_rows(pl, df, depth, leaves, child_l, parent_l, child, up))
     return True
 
 
-def _stacks(pl, cont, c, dc, pg, al) -> pa.Table:
+def _stacks(pl, cont, c, dc, pg, al, cl) -> tuple[pa.Table, dict]:
     """The rows of ``_cstack`` for the nested containers ``c`` (indexes of ``cont``) at depths ``dc``
-    with parents ``pg``, from their ancestors ``al`` (each slice's ``dc`` rows, outermost first)."""
+    with parents ``pg``, from their ancestors ``al`` (each slice's ``dc`` rows, outermost first; ``cl``
+    the slice of each row), and each container's stack as a slice below it inherits it (``_up``)."""
     import pyarrow as pa
 
     ids = cont["id"]
@@ -284,24 +288,26 @@ def _stacks(pl, cont, c, dc, pg, al) -> pa.Table:
     last = start + dc - 1
     row = pl.int_range(al.len(), dtype=pl.Int64, eager=True)
 
-    def id_at(r: pl.Series, found: pl.Series) -> pl.Series:
-        return pl.select(pl.when(found).then(ids.gather(al.gather(r.fill_null(0))))).to_series()
-
     def inner_outer(kind: pl.Series) -> tuple[pl.Series, pl.Series]:
-        """Per slice: the ids of its innermost and outermost ancestors where ``kind`` (NULL: none)."""
+        """Per slice: the indexes of its innermost and outermost ancestors where ``kind`` (NULL: none)."""
         hit = pl.select(pl.when(kind.gather(al)).then(row)).to_series()
         inner, outer = hit.forward_fill().gather(last), hit.backward_fill().gather(start)
-        return id_at(inner, inner >= start), id_at(outer, outer <= last)
+        return at(inner, inner >= start), at(outer, outer <= last)
 
-    op_id, top_op_id = inner_outer(cont["op"])
-    annotation_id, _ = inner_outer(cont["ann"])
+    def at(r: pl.Series, found: pl.Series) -> pl.Series:
+        return pl.select(pl.when(found).then(al.gather(r.fill_null(0)))).to_series()
+
+    op, top_op = inner_outer(cont["op"])
+    ann, _ = inner_outer(cont["ann"])
+    op_id, top_op_id, annotation_id = ids.gather(op), ids.gather(top_op), ids.gather(ann)
+    up = _up(pl, cont, c, pg, al.gather(start), op, top_op, ann, al, cl)
     # The enclosing annotations, outermost first: each run's annotation rows, cut at offsets (NULL: none).
     is_ann = cont["ann"].gather(al)
     aa = al.filter(is_ann)
     before = pl.concat([pl.Series([0], dtype=pl.UInt32), is_ann.cast(pl.UInt32).cum_sum()])
     offsets = before.gather(pl.concat([start, pl.Series([al.len()])])).cast(pl.Int32)
     none = (offsets[1:] == offsets[:-1]).to_arrow()
-    return pa.table(
+    cstack = pa.table(
         {
             "id": ids.gather(c).to_arrow(),
             "depth": dc.to_arrow(),
@@ -314,6 +320,92 @@ def _stacks(pl, cont, c, dc, pg, al) -> pa.Table:
             "annotations": pa.ListArray.from_arrays(offsets.to_arrow(), cont["name"].gather(aa).to_arrow(), mask=none),
         }
     )
+    return cstack, up
+
+
+def _up(pl, cont, c, pg, root, op, top_op, ann, al, cl) -> dict:
+    """What a slice inherits from its parent container ``i`` (indexes of ``cont``), i.e. the
+    ancestors-or-self of ``i``: its root (``i`` at top level), innermost and outermost ``cpu_op`` and
+    innermost annotation (NULL: none), and its annotations, outermost first (``aos``, cut by
+    ``aos_offsets``: one list per container and one more, empty, for a slice with no parent).
+    ``c`` are the nested containers, with parents ``pg``, roots ``root`` and ancestors of each kind
+    ``op``, ``top_op``, ``ann`` (indexes); ``al``/``cl`` the (ancestor, slice) rows."""
+    n = cont.height
+    idx = pl.int_range(n, dtype=pl.Int64, eager=True)
+    is_op, is_ann = cont["op"], cont["ann"]
+
+    def spread(values: pl.Series, default: pl.Series | None = None) -> pl.Series:
+        """``values`` of the nested containers as a column of every container (``default`` elsewhere)."""
+        out = pl.repeat(None, n, dtype=pl.Int64, eager=True) if default is None else default.clone()
+        return out.scatter(c, values)
+
+    mine = pl.select(pl.when(is_op).then(idx)).to_series()
+    # The annotations of each container's ancestors-or-self: its ancestors' (outermost first), then itself.
+    ann_row = is_ann.gather(al)
+    key = pl.concat([cl.filter(ann_row) * 2, idx.filter(is_ann) * 2 + 1])
+    order = key.arg_sort()
+    aos = pl.concat([al.filter(ann_row), idx.filter(is_ann)]).gather(order)
+    owner = key.gather(order) // 2
+    return {
+        "parent": spread(pg),
+        "root": spread(root, idx),
+        "op": pl.select(pl.when(is_op).then(idx).otherwise(spread(op))).to_series(),
+        "top_op": pl.select(pl.coalesce(spread(top_op), mine)).to_series(),
+        "ann": pl.select(pl.when(is_ann).then(idx).otherwise(spread(ann))).to_series(),
+        "aos": aos,
+        "aos_offsets": owner.search_sorted(pl.int_range(n + 2, dtype=pl.Int64, eager=True), side="left").cast(pl.Int32),
+    }
+
+
+def _nest_rows(pl, cont, depth, leaves, child_l, parent_l, child, up: dict) -> pa.Table:
+    """``_nest``: every CPU slice's stack and children as ``cpu_slices`` stores them, in ``_cpu``'s order.
+
+    ``cont``/``leaves`` are the containers and the calls, ``depth`` the containers' depths;
+    ``child_l``/``parent_l`` each call with a parent and that parent (indexes), ``child`` the
+    children per container (``p``, ``children``, ``child_ns``), ``up`` what ``_up`` gives.
+    A slice inherits its parent's ancestors-or-self: the parent's root, innermost and
+    outermost ``cpu_op``, innermost annotation and annotations; no parent: none of them,
+    depth 0 and itself as root.
+    """
+    import pyarrow as pa
+
+    n, m = cont.height, leaves.height
+    ids = cont["id"]
+    leaf_parent = pl.repeat(None, m, dtype=pl.Int64, eager=True).scatter(child_l, parent_l)
+    none = pl.zeros(m, dtype=pl.Int64, eager=True)
+    children = pl.zeros(n, dtype=pl.Int64, eager=True).scatter(child["p"], child["children"])
+    child_ns = pl.zeros(n, dtype=pl.Int64, eager=True).scatter(child["p"], child["child_ns"])
+    # Containers and calls together, in axis order.
+    order = pl.concat([cont["pos"], leaves["pos"]]).arg_sort()
+    own = pl.concat([ids, leaves["id"]]).gather(order)
+    p = pl.concat([up["parent"], leaf_parent]).gather(order)
+    has = p.is_not_null()
+    pz = p.fill_null(0)
+    # Each slice's annotations: its parent's list (list n is the empty one) of container indexes,
+    # then their ids and names (polars gathers the lists ~10x faster than pyarrow's take on x22).
+    lists = pl.from_arrow(pa.ListArray.from_arrays(up["aos_offsets"].to_arrow(), up["aos"].to_arrow()))
+    taken = lists.gather(p.fill_null(n)).to_arrow()
+    offsets, members = taken.offsets, pl.from_arrow(taken.flatten())
+    return pa.table(
+        {
+            "id": own.to_arrow(),
+            "depth": pl.select(pl.when(has).then(depth.gather(pz) + 1).otherwise(0))
+            .to_series()
+            .cast(pl.Int32)
+            .to_arrow(),
+            "parent_id": ids.gather(p).to_arrow(),
+            "root_id": pl.select(pl.when(has).then(ids.gather(up["root"].gather(pz))).otherwise(own))
+            .to_series()
+            .to_arrow(),
+            "op_id": ids.gather(up["op"].gather(p)).to_arrow(),
+            "top_op_id": ids.gather(up["top_op"].gather(p)).to_arrow(),
+            "annotation_id": ids.gather(up["ann"].gather(p)).to_arrow(),
+            "annotation_ids": pa.ListArray.from_arrays(offsets, ids.gather(members).to_arrow()),
+            "annotations": pa.ListArray.from_arrays(offsets, cont["name"].gather(members).to_arrow()),
+            "children": pl.concat([children, none]).gather(order).cast(pl.Int32).to_arrow(),
+            "child_ns": pl.concat([child_ns, none]).gather(order).to_arrow(),
+        }
+    )
 
 
 def _to_table(con, name: str, rows: pa.Table) -> None:
@@ -323,7 +415,7 @@ def _to_table(con, name: str, rows: pa.Table) -> None:
     con.unregister(f"{name}_rows")
 
 
-def _sweep_leaves(con, pl, cont, depth, at_level, cc, cp) -> None:
+def _sweep_leaves(con, pl, cont, depth, at_level, cc, cp) -> tuple:
     """The calls' parents (``_lparent``) and every slice's children (``_child``), from the sweep's arrays.
 
     A call's parent is the innermost of the last container opened before it
@@ -380,6 +472,7 @@ def _sweep_leaves(con, pl, cont, depth, at_level, cc, cp) -> None:
     _to_table(
         con, "_child", child.select(id=ids.gather(child["p"]), children="children", child_ns="child_ns").to_arrow()
     )
+    return leaves, child_l, parent_l, child
 
 
 def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
@@ -417,6 +510,28 @@ def _nest_leaves(con) -> None:
            FROM _lparent l LEFT JOIN _cstack s ON s.id = l.parent_id"""
     )
     con.execute("DROP TABLE _lparent")
+    if not _exists(con, "_nest"):
+        _nest_from_stacks(con)
+
+
+def _nest_from_stacks(con) -> None:
+    """``_nest`` from the range join's stacks (``_cstack``, ``_lstack``), as ``_nest_rows`` gives it."""
+    con.execute(
+        """CREATE TEMP TABLE _nest AS
+           WITH st AS (SELECT * FROM _cstack UNION ALL SELECT * FROM _lstack),
+           ch AS (
+               SELECT s.parent_id AS id, count(*) AS children,
+                      sum(least(c.end_ns, p.end_ns) - greatest(c.ts_ns, p.ts_ns)) AS child_ns
+               FROM st s JOIN _cpu c ON c.id = s.id JOIN _cpu p ON p.id = s.parent_id
+               GROUP BY s.parent_id
+           )
+           SELECT c.id, coalesce(st.depth, 0)::INTEGER AS depth, st.parent_id, coalesce(st.root_id, c.id) AS root_id,
+                  st.op_id, st.top_op_id, st.annotation_id, coalesce(st.annotation_ids, []) AS annotation_ids,
+                  coalesce(st.annotations, []) AS annotations, coalesce(ch.children, 0)::INTEGER AS children,
+                  coalesce(ch.child_ns, 0)::BIGINT AS child_ns
+           FROM _cpu c LEFT JOIN st USING (id) LEFT JOIN ch USING (id)
+           ORDER BY c.pos"""
+    )
 
 
 def _leaf_parents(con) -> None:
