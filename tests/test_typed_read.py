@@ -53,7 +53,7 @@ def reads(monkeypatch):
     """The SELECTs each load ran, in order: 'typed' and/or 'exact'."""
     ran: list[str] = []
     typed, exact = reader.typed_sql, reader.select_sql
-    monkeypatch.setattr(reader, "typed_sql", lambda parts: ran.append("typed") or typed(parts))
+    monkeypatch.setattr(reader, "typed_sql", lambda staged: ran.append("typed") or typed(staged))
     monkeypatch.setattr(reader, "select_sql", lambda parts: ran.append("exact") or exact(parts))
     return ran
 
@@ -232,3 +232,110 @@ def test_staging_gives_up_counting_at_an_escape_and_counts_an_unterminated_array
         work = tmp_path / f"w{i}{name}"
         work.mkdir()
         assert reader.stage(path, work, "t1").colons == expected
+
+
+# ts/dur in microseconds as written, and their nanoseconds by exact decimal arithmetic.
+TIMES = [
+    "0",
+    "-12.5",
+    "0.001",
+    "-0.001",
+    "1712195500001778.039",  # epoch microseconds: the center staging's sample finds
+    "1712195500001778",
+    "1711200000000000.001",  # the edges of the center's window (10^12 us each side)
+    "1711200000000000",
+    "1713199999999999.999",
+    "1713200000000000.001",
+    "999999999999.999",
+    "1000000000000.000",
+    "-999999999999.999",
+    "8999999999999999.999",  # ingest.MAX_ABS_TS_US: far from every center
+    "-8999999999999999.999",
+    "5e3",
+    "12.5E-2",
+]
+DURS = ["0", "0.001", "12.5", "999999999999.999", "1000000000000.000", "5e3", "12.5E-2"]  # up to ingest.MAX_DUR_US
+
+
+def ns(text):
+    from decimal import Decimal
+
+    value = Decimal(text) * 1000
+    assert value == int(value)
+    return int(value) if -(2**63) <= value < 2**63 else None
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_ts_and_dur_are_exact_nanoseconds_whichever_path_converts_them(tmp_path, reads, name):
+    """The short int64 conversion (``reader._ns``) near the sampled center and 0, the 128-bit one
+    elsewhere: every value as exact decimal arithmetic says, out-of-range ones NULL (a metadata
+    event may hold one)."""
+    raw = ['{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1712195500001778.5, "dur": 1}'] * 20
+    raw += [f'{{"ph": "X", "name": "t", "pid": 1, "tid": 1, "ts": {t}, "dur": 0}}' for t in TIMES]
+    raw += [f'{{"ph": "X", "name": "d", "pid": 1, "tid": 1, "ts": 5, "dur": {d}}}' for d in DURS]
+    # Out of int64 nanoseconds: NULL, kept for a metadata event (others must have a ts).
+    raw += [f'{{"ph": "M", "name": "m", "pid": 1, "ts": {t}}}' for t in ("9223372036854775.808", "-1" + "0" * 19)]
+    raw += ['{"ph": "M", "name": "m", "pid": 1}']
+    path = write(tmp_path / name, None, raw)
+    got = rows(path)
+    assert reads == ["typed"]
+    assert [r["ts_ns"] for r in got if r["name"] == "t"] == [ns(t) for t in TIMES]
+    assert [r["dur_ns"] for r in got if r["name"] == "d"] == [ns(d) for d in DURS]
+    assert [r["ts_ns"] for r in got if r["name"] == "m"] == [None, None, None]
+    reads.clear()
+    assert rows(path, exact_only=True) == got
+
+
+def test_the_sampled_centers_put_an_epoch_trace_on_the_short_path(tmp_path):
+    part = tmp_path / "t1.0000.json"
+    part.write_text('[{"ph": "M", "ts": 0}, ' + ", ".join(['{"ts": 1712195500001778.039}'] * 5) + "]")
+    assert reader.ts_centers([part]) == [1712200000000000, 0]
+    con = __import__("duckdb").connect()
+    sql = reader._ns("x", [1712200000000000, 0])
+    got = con.execute(f"SELECT {sql} FROM (SELECT 1713199999999999.999::DECIMAL(24,3) AS x)").fetchall()
+    assert got == [(1713199999999999999,)]
+
+
+LEGACY = {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 3, "dur": 1}
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ('"external id": 9', 9),
+        ('"external\\u0020id": 9', 9),  # an escape spells the key: the bytes alone do not hold it
+        ('"external id": "10"', 10),
+        ('"External id": 8, "external id": 9', 8),
+        ('"externalid": 9', None),
+    ],
+)
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_the_legacy_external_id_key_is_read_when_the_bytes_may_hold_it(tmp_path, reads, key, expected, name):
+    raw = [json.dumps(e) for e in clean_events()]
+    raw.append(json.dumps(LEGACY)[:-1] + ', "args": {' + key + "}}")
+    path = write(tmp_path / name, None, raw)
+    got = rows(path)
+    assert reads == ["typed"]
+    assert got[-1]["external_id"] == expected
+    assert got[1]["external_id"] == 7
+    reads.clear()
+    assert rows(path, exact_only=True) == got
+
+
+@pytest.mark.parametrize(
+    ("text", "legacy"),
+    [
+        (b'[{"args": {"External id": 1}}]', False),
+        (b'[{"args": {"external id": 1}}]', True),
+        (b'[{"args": {"e\\u0078ternal id": 1}}]', True),
+        (b'[{"name": "a\\\\b \\"c\\" \\n"}]', False),  # escapes, none of them \u
+    ],
+)
+def test_the_scan_says_whether_the_legacy_key_may_be_there(tmp_path, monkeypatch, text, legacy):
+    path = tmp_path / "part.json"
+    path.write_bytes(text)
+    assert reader._scan(path).legacy is legacy
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 8)
+    for pad in range(16):  # the key or escape across each block boundary
+        path.write_bytes(b" " * pad + text)
+        assert reader._scan(path).legacy is legacy

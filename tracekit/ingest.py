@@ -216,9 +216,8 @@ def _insert_typed(con, batch: list[_Staged]) -> bool:
     rd = batch[0].reader
     if rd.typed_sql is None or any(st.staged.colons is None for st in batch):
         return False
-    parts = [p for st in batch for p in st.staged.parts]
     try:
-        con.execute(f"INSERT INTO _events_batch BY NAME {rd.typed_sql(parts)}")
+        con.execute(f"INSERT INTO _events_batch BY NAME {rd.typed_sql([st.staged for st in batch])}")
         sums = dict(con.execute("SELECT trace_id, sum(_colons) FROM _events_batch GROUP BY trace_id").fetchall())
     except duckdb.InterruptException:
         raise

@@ -75,6 +75,9 @@ class StagedTrace:
     # ':' bytes in the parts (count_colons): what proves the typed read dropped no key. None: not
     # counted (the typed read is not tried), or a \u003 escape could write a ':' the count misses.
     colons: int | None = None
+    # Whether the parts may hold the legacy args key "external id" (_Scan.legacy): the typed read
+    # looks it up only then. True unless staging's scan of the bytes proved otherwise.
+    legacy_ids: bool = True
 
 
 def open_stream(path: Path):
@@ -316,7 +319,7 @@ def stage(path: Path, workdir: Path, stem: str, split: bool = True) -> StagedTra
             if staged is not None:
                 return staged
         writer = _PartWriter(workdir, stem, split)
-        counted = _Colons()  # as the blocks are written, not by reading the parts back
+        counted = _Scan()  # as the blocks are written, not by reading the parts back
         body = buf[start:]
         offset = 0
         recent = [b"", b""]  # the last two blocks: where the array usually ends
@@ -340,7 +343,7 @@ def stage(path: Path, workdir: Path, stem: str, split: bool = True) -> StagedTra
             # Chrome's array format allows the closing bracket to be missing.
             # What finish cuts after the last event is white space and a comma: no ':'.
             parts = writer.finish(offset, strip_comma=True)
-            return StagedTrace(path, form, {}, parts, offset, colons=counted.n)
+            return StagedTrace(path, form, {}, parts, offset, colons=counted.n, legacy_ids=counted.legacy)
         writer.finish(offset, strip_comma=False)
         raise TraceFormatError(path, "truncated JSON: the 'traceEvents' array is never closed")
     k, trailing = found
@@ -349,7 +352,8 @@ def stage(path: Path, workdir: Path, stem: str, split: bool = True) -> StagedTra
     parts = writer.finish(end, strip_comma=False)
     # The bytes from the array's end on were counted too, and finish cut them: they lie in the tail.
     colons = None if counted.n is None else counted.n - prev[end - tail_start :].count(b":")
-    return StagedTrace(path, form, header, parts, end, colons=colons)
+    # (The tail after the array may hold "external id" too: legacy_ids errs on the safe side.)
+    return StagedTrace(path, form, header, parts, end, colons=colons, legacy_ids=counted.legacy)
 
 
 def _stage_plain(
@@ -387,58 +391,85 @@ def _stage_plain(
     parts = [workdir / f"{stem}.{n:04d}.json" for n in range(len(ranges))]
     # Two parts at a time, one per core: the kernel copies while the other thread counts.
     with ThreadPoolExecutor(STAGE_THREADS) as pool:
-        counts = list(pool.map(lambda job: _copy_part(path, *job), zip(parts, ranges)))
-    return StagedTrace(path, form, header, parts, end - start, colons=_add(counts))
+        scans = list(pool.map(lambda job: _copy_part(path, *job), zip(parts, ranges)))
+    return StagedTrace(
+        path,
+        form,
+        header,
+        parts,
+        end - start,
+        colons=_add([s.n for s in scans]),
+        legacy_ids=any(s.legacy for s in scans),
+    )
 
 
-def _copy_part(path: Path, part: Path, span: tuple[int, int]) -> int | None:
-    """Write bytes ``span`` of ``path`` as the part file ``part`` (a JSON array); their ``:`` count."""
+def _copy_part(path: Path, part: Path, span: tuple[int, int]) -> _Scan:
+    """Write bytes ``span`` of ``path`` as the part file ``part`` (a JSON array); the scan of its bytes."""
     a, b = span
     with open(path, "rb") as src, open(part, "wb") as out:  # its own handles: parts are copied side by side
         out.write(b"[")
         out.flush()
         _copy_range(src, out, a, b - a, path)
         out.write(b"]")
-    return count_colons(path, a, b - a)
+    return _scan(path, a, b - a)
 
 
 # A \u0030-\u003f escape (\u003a is ':') in the raw bytes: a ':' the byte count would miss.
 _COLON_ESCAPE = b"\\u003"
+# The legacy args key (2021 traces) as its bytes: without them (and without a \u escape, which
+# could spell it) no event of the parts can hold the key.
+_LEGACY_KEY = b'"external id"'
 
 
-class _Colons:
-    """The ``:`` bytes of consecutive blocks (``n``); None once they hold a ``\\u003`` escape, which
-    may write a ``:`` that has no byte of its own (also across a block boundary)."""
+class _Scan:
+    """What the typed read needs to know of consecutive blocks of bytes (also across their
+    boundaries): ``n``, their ``:`` bytes, None once they hold a ``\\u003`` escape, which may write
+    a ``:`` that has no byte of its own; ``legacy``, whether they may hold the legacy key
+    ``"external id"``: its bytes, or a ``\\u`` escape (which may spell any key). Once ``n`` is
+    None the typed read is not tried: ``legacy`` is then True and the blocks are not looked at."""
 
     def __init__(self) -> None:
         self.n: int | None = 0
+        self.legacy = False
         self._prev = b""
 
     def add(self, block: bytes) -> None:
         if self.n is None:
             return
-        # A backslash is rare, and looking for one costs a tenth of looking for the escape.
-        if (b"\\" in block and _COLON_ESCAPE in block) or _COLON_ESCAPE in self._prev[-4:] + block[:4]:
-            self.n = None
+        keep = len(_LEGACY_KEY) - 1  # the bytes before a block that a pattern across its start may need
+        seam = self._prev + block[:keep]
+        self._prev = (self._prev + block)[-keep:]
+        # A backslash is rare, and looking for one costs a tenth of looking for an escape.
+        escaped = b"\\" in block or b"\\" in seam
+        if escaped and (_COLON_ESCAPE in block or _COLON_ESCAPE in seam):
+            self.n, self.legacy = None, True
             return
         self.n += block.count(b":")
-        self._prev = block
+        if not self.legacy:
+            self.legacy = (
+                (escaped and (b"\\u" in block or b"\\u" in seam)) or _LEGACY_KEY in block or _LEGACY_KEY in seam
+            )
+
+
+def _scan(path: Path, offset: int = 0, length: int | None = None) -> _Scan:
+    """``_Scan`` of ``length`` bytes (default: all) of the file ``path`` from ``offset``."""
+    scanned = _Scan()
+    with open(path, "rb") as fh:
+        end = os.fstat(fh.fileno()).st_size if length is None else offset + length
+        fh.seek(offset)
+        while offset < end and scanned.n is not None:
+            block = _read(fh, path, min(BLOCK_BYTES, end - offset))
+            if not block:
+                raise TraceFormatError(path, "the file shrank while it was read")
+            scanned.add(block)
+            offset += len(block)
+    return scanned
 
 
 def count_colons(path: Path, offset: int = 0, length: int | None = None) -> int | None:
     """The ``:`` bytes among ``length`` bytes (default: all) of the file ``path`` from ``offset``;
-    None when they hold a ``\\u003`` escape (``_Colons``)."""
-    counted = _Colons()
-    with open(path, "rb") as fh:
-        end = os.fstat(fh.fileno()).st_size if length is None else offset + length
-        fh.seek(offset)
-        while offset < end and counted.n is not None:
-            block = _read(fh, path, min(BLOCK_BYTES, end - offset))
-            if not block:
-                raise TraceFormatError(path, "the file shrank while it was read")
-            counted.add(block)
-            offset += len(block)
-    return counted.n
+    None when they hold a ``\\u003`` escape (``_Scan``)."""
+    return _scan(path, offset, length).n
 
 
 def _add(counts: list[int | None]) -> int | None:
@@ -578,11 +609,12 @@ def select_sql(parts: list[Path]) -> str:
                          OR list_bool_or(list_transform(json_keys(json), lambda k: k NOT IN ({known})))
                     THEN json END AS extra
         FROM read_json_objects({_files(parts)}, format = 'array', filename = true,
-                               maximum_object_size = {MAX_EVENT_BYTES})"""
+                               maximum_object_size = {MAX_EVENT_BYTES})""",
+        parts,
     )
 
 
-def typed_sql(parts: list[Path]) -> str:
+def typed_sql(staged: list[StagedTrace]) -> str:
     """The fast SELECT: ``select_sql``'s rows, each event parsed once into typed columns, and ``_colons``.
 
     ``read_json`` skips keys its ``columns`` do not name, so these rows are
@@ -598,14 +630,20 @@ def typed_sql(parts: list[Path]) -> str:
     reads the trace again with ``select_sql``, as it does when the typed
     read fails (an element that is not an object, a duplicate key, a value
     that does not convert).
+
+    The legacy args key ``"external id"`` is looked up only when staging's
+    scan says the bytes may hold it (``StagedTrace.legacy_ids``).
     """
+    parts = [p for st in staged for p in st.parts]
     columns = "{" + ", ".join(f"{literal(k)}: {literal(t)}" for k, t in EVENT_SPEC.items()) + "}"
     return _select(
         f"""
         SELECT filename AS part, e, NULL::JSON AS extra, {_accounted_colons("e")} AS _colons
         FROM read_json({_files(parts)}, format = 'array', filename = true, columns = {columns},
                        maximum_object_size = {MAX_EVENT_BYTES}) e""",
+        parts,
         "_colons",
+        legacy_ids=any(st.legacy_ids for st in staged),
     )
 
 
@@ -625,28 +663,85 @@ def _files(parts: list[Path]) -> str:
     return "[" + ", ".join(literal(str(p)) for p in parts) + "]"
 
 
-def _select(events: str, passthrough: str = "") -> str:
+# Microseconds as DECIMAL(15,3) (|ts| < 10^12 us, 11.6 days) are exact int64 nanoseconds by int64
+# arithmetic; the DECIMAL(24,3) that ts and dur are read as is a 128-bit integer, and multiplying and
+# casting it cost 1.0 s of CPU per 1.5M events (x22) against 0.05 s. ``_ns`` takes the short path
+# for values within 10^12 us of a few centers and the 128-bit one for any other value.
+_WINDOW_US = 10**12
+# Centers are multiples of this, at most 9 * 10^15 us: center*1000 plus a window's ns fits an int64.
+_CENTER_STEP_US = 10**11
+_MAX_CENTER_US = 9 * 10**15
+_TS_SAMPLE = re.compile(rb'"ts"\s*:\s*"?(-?\d{1,20})')
+SAMPLE_BYTES = 1 << 16
+
+
+def _ns(us: str, centers: list[int]) -> str:
+    """SQL: the DECIMAL(24,3) microseconds ``us`` as BIGINT nanoseconds (NULL when out of range).
+
+    Exact by construction: for a center ``c`` (integer us), ``us - c`` is
+    exact, fits DECIMAL(15,3) or is NULL (TRY_CAST), times 1000 it is the
+    integer nanoseconds of ``us - c`` as DECIMAL(18,3) (no overflow below
+    10^15), and ``c * 1000`` plus that fits an int64 (``_MAX_CENTER_US``).
+    A value no center takes is converted by the 128-bit expression, as all
+    were before (coalesce evaluates it only for those rows).
+    """
+    fast = [
+        f"({int(c) * 1000} + CAST(TRY_CAST({us} - {int(c)} AS DECIMAL(15,3)) * 1000 AS BIGINT))"
+        if c
+        else f"CAST(TRY_CAST({us} AS DECIMAL(15,3)) * 1000 AS BIGINT)"
+        for c in centers
+    ]
+    return f"coalesce({', '.join([*fast, f'TRY_CAST({us} * 1000 AS BIGINT)'])})"
+
+
+def ts_centers(parts: list[Path]) -> list[int]:
+    """Centers for ``_ns`` of ts: 0 and the integer microseconds of the ``"ts"`` values in the first
+    ``SAMPLE_BYTES`` of each part, rounded to ``_CENTER_STEP_US``, most frequent first (at most four).
+    Which centers only decides how many rows take the short path, never a value."""
+    seen: dict[int, int] = {}
+    for part in parts:
+        try:
+            with open(part, "rb") as fh:
+                head = fh.read(SAMPLE_BYTES)
+        except OSError:
+            continue
+        for m in _TS_SAMPLE.finditer(head):
+            c = round(int(m.group(1)) / _CENTER_STEP_US) * _CENTER_STEP_US
+            if 0 < abs(c) <= _MAX_CENTER_US:
+                seen[c] = seen.get(c, 0) + 1
+    ranked = sorted(seen, key=lambda c: -seen[c])[:3]
+    return [*ranked, 0]
+
+
+def _select(events: str, parts: list[Path], passthrough: str = "", legacy_ids: bool = True) -> str:
     """The columns of ``events`` rows from ``events``, a SELECT of ``part`` (the part file), ``e``
     (the event's EVENT_SPEC keys, typed), ``extra`` and the ``passthrough`` columns.
 
     The trace comes from the part file's name (``t<trace_id>.<n>.json``)
     rather than a join, which keeps DuckDB's parallel scan order-preserving.
+    ``legacy_ids``: whether args may hold the legacy key ``"external id"``
+    (when not, ``external_id`` is ``"External id"`` alone).
     """
     # `kind` (and id, ordinal) are filled later, when the rows are copied into `events` (``ingest._copy_select``).
     more = f", {passthrough}" if passthrough else ""
+    legacy = (
+        """,
+                        CASE WHEN contains(CAST(e.args AS VARCHAR), '"external id"')
+                             THEN TRY_CAST(json_extract_string(e.args, '$."external id"') AS BIGINT) END"""
+        if legacy_ids
+        else ""
+    )
     return f"""
         SELECT CAST(regexp_extract(part, '/t(\\d+)\\.[^/]*$', 1) AS INTEGER) AS trace_id,
                e.ph, e.cat, e.name, e.pid, e.tid,
                ts_ns, dur_ns, ts_ns + coalesce(dur_ns, 0) AS end_ns,
                e.id AS flow_id, e.bp, e.s AS scope,
                a.correlation,
-               coalesce(a."External id",
-                        CASE WHEN contains(CAST(e.args AS VARCHAR), '"external id"')
-                             THEN TRY_CAST(json_extract_string(e.args, '$."external id"') AS BIGINT) END) AS external_id,
+               coalesce(a."External id"{legacy}) AS external_id,
                e.args, extra{more}
         FROM (
             SELECT part, e, extra{more},
-                   TRY_CAST(e.ts * 1000 AS BIGINT) AS ts_ns, TRY_CAST(e.dur * 1000 AS BIGINT) AS dur_ns,
+                   {_ns("e.ts", ts_centers(parts))} AS ts_ns, {_ns("e.dur", [0])} AS dur_ns,
                    CASE WHEN e.args IS NOT NULL THEN json_transform(e.args, {fields.spec(fields.EVENT)}) END AS a
             FROM ({events})
         )

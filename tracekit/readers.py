@@ -40,7 +40,8 @@ class Reader:
     stage_exact: Callable[[Path, Path, str], StagedTrace]  # the slow, exact fallback (or the same as stage)
     select_sql: Callable[[list[Path]], str]  # staged parts -> SELECT of events' raw columns, in file order
     # The same rows plus `_colons`, faster; exact only when its sums match StagedTrace.colons (see above).
-    typed_sql: Callable[[list[Path]], str] | None = None
+    # It is given the staged traces, not only their parts: what staging learned of the bytes.
+    typed_sql: Callable[[list[StagedTrace]], str] | None = None
 
     def matches(self, path: Path) -> bool:
         """Whether this reader takes the file ``path`` (by its name)."""
@@ -55,7 +56,7 @@ JSON = Reader(
     lambda path, workdir, stem: reader.stage(path, workdir, stem),
     lambda path, workdir, stem: reader.stage_exact(path, workdir, stem),
     lambda parts: reader.select_sql(parts),
-    lambda parts: reader.typed_sql(parts),
+    lambda staged: reader.typed_sql(staged),
 )
 
 # The registry, most specific first: the first reader that matches a file reads it.
