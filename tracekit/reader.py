@@ -601,14 +601,14 @@ def select_sql(parts: list[Path]) -> str:
     known = ", ".join(literal(k) for k in EVENT_SPEC)
     return _select(
         f"""
-        SELECT filename AS part,
+        SELECT {_part(parts)}
                json_transform(json, {json_literal(EVENT_SPEC)}) AS e,
                -- Objects start with an opening brace (the reader trims them): a check on the
                -- text, not another parse (json_type cost 0.35 s per 1.5M events).
                CASE WHEN NOT starts_with(json, '{{')
                          OR list_bool_or(list_transform(json_keys(json), lambda k: k NOT IN ({known})))
                     THEN json END AS extra
-        FROM read_json_objects({_files(parts)}, format = 'array', filename = true,
+        FROM read_json_objects({_files(parts)}, format = 'array', filename = {_multi(parts)},
                                maximum_object_size = {MAX_EVENT_BYTES})""",
         parts,
     )
@@ -638,8 +638,8 @@ def typed_sql(staged: list[StagedTrace]) -> str:
     columns = "{" + ", ".join(f"{literal(k)}: {literal(t)}" for k, t in EVENT_SPEC.items()) + "}"
     return _select(
         f"""
-        SELECT filename AS part, e, NULL::JSON AS extra, {_accounted_colons("e")} AS _colons
-        FROM read_json({_files(parts)}, format = 'array', filename = true, columns = {columns},
+        SELECT {_part(parts)} e, NULL::JSON AS extra, {_accounted_colons("e")} AS _colons
+        FROM read_json({_files(parts)}, format = 'array', filename = {_multi(parts)}, columns = {columns},
                        maximum_object_size = {MAX_EVENT_BYTES}) e""",
         parts,
         "_colons",
@@ -657,6 +657,28 @@ def _accounted_colons(e: str) -> str:
     held = [f'({e}."{key}" IS NOT NULL)::BIGINT' for key in EVENT_SPEC]
     inside = [f"coalesce(strlen({e}.\"{k}\") - strlen(replace({e}.\"{k}\", ':', '')), 0)" for k in _COLON_KEYS]
     return " + ".join(held + inside)
+
+
+_PART_NAME = re.compile(r"t(\d+)\.[^/]*$")
+
+
+def _trace_of(part: Path) -> int:
+    """The trace id in a part file's name (``t<trace_id>.<n>.json``)."""
+    m = _PART_NAME.match(part.name)
+    if m is None:
+        raise ValueError(f"not a part file name: {part.name}")
+    return int(m.group(1))
+
+
+def _multi(parts: list[Path]) -> bool:
+    """Whether ``parts`` hold more than one trace: each row then takes its trace from its file's name
+    (one trace: a constant, and no file name column to read)."""
+    return len({_trace_of(p) for p in parts}) > 1
+
+
+def _part(parts: list[Path], column: str = "filename AS part") -> str:
+    """The part file name column to select (with a comma), when ``parts`` hold several traces."""
+    return f"{column}," if _multi(parts) else ""
 
 
 def _files(parts: list[Path]) -> str:
@@ -714,16 +736,23 @@ def ts_centers(parts: list[Path]) -> list[int]:
 
 
 def _select(events: str, parts: list[Path], passthrough: str = "", legacy_ids: bool = True) -> str:
-    """The columns of ``events`` rows from ``events``, a SELECT of ``part`` (the part file), ``e``
+    """The columns of ``events`` rows from ``events``, a SELECT of ``part`` (the part file: ``_part``), ``e``
     (the event's EVENT_SPEC keys, typed), ``extra`` and the ``passthrough`` columns.
 
     The trace comes from the part file's name (``t<trace_id>.<n>.json``)
-    rather than a join, which keeps DuckDB's parallel scan order-preserving.
+    rather than a join, which keeps DuckDB's parallel scan order-preserving
+    (a constant when all parts are one trace's: no ``part`` column then).
     ``legacy_ids``: whether args may hold the legacy key ``"external id"``
     (when not, ``external_id`` is ``"External id"`` alone).
     """
     # `kind` (and id, ordinal) are filled later, when the rows are copied into `events` (``ingest._copy_select``).
     more = f", {passthrough}" if passthrough else ""
+    # The trace from the part file's name; a constant when the parts hold one trace.
+    trace_id = (
+        "CAST(regexp_extract(part, '/t(\\d+)\\.[^/]*$', 1) AS INTEGER)"
+        if _multi(parts)
+        else f"{_trace_of(parts[0])}::INTEGER"
+    )
     legacy = (
         """,
                         CASE WHEN contains(CAST(e.args AS VARCHAR), '"external id"')
@@ -732,7 +761,7 @@ def _select(events: str, parts: list[Path], passthrough: str = "", legacy_ids: b
         else ""
     )
     return f"""
-        SELECT CAST(regexp_extract(part, '/t(\\d+)\\.[^/]*$', 1) AS INTEGER) AS trace_id,
+        SELECT {trace_id} AS trace_id,
                e.ph, e.cat, e.name, e.pid, e.tid,
                ts_ns, dur_ns, ts_ns + coalesce(dur_ns, 0) AS end_ns,
                e.id AS flow_id, e.bp, e.s AS scope,
@@ -740,7 +769,7 @@ def _select(events: str, parts: list[Path], passthrough: str = "", legacy_ids: b
                coalesce(a."External id"{legacy}) AS external_id,
                e.args, extra{more}
         FROM (
-            SELECT part, e, extra{more},
+            SELECT {_part(parts, "part")} e, extra{more},
                    {_ns("e.ts", ts_centers(parts))} AS ts_ns, {_ns("e.dur", [0])} AS dur_ns,
                    CASE WHEN e.args IS NOT NULL THEN json_transform(e.args, {fields.spec(fields.EVENT)}) END AS a
             FROM ({events})
