@@ -103,14 +103,15 @@ def nest(con: duckdb.DuckDBPyConnection) -> None:
 
 def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
     """Create the linked tables (``kind``: TABLE, or TEMP TABLE for a read-only database) after ``nest``."""
-    _nest_leaves(con)
+    if not _exists(con, "_nest"):  # the sweep made it; the range join's path makes it from the stacks
+        _nest_leaves(con)
     _cpu_slices(con, kind)
     _runtime_calls(con, kind)
+    for t in ("_nest", "_cstack", "_lstack", "_lparent", "_child"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
     _gpu_ops(con, kind)
     _python_functions(con, kind)
     _collectives(con, kind)
-    for t in ("_cstack", "_lstack"):
-        con.execute(f"DROP TABLE IF EXISTS {t}")
 
 
 def drop_work(con: duckdb.DuckDBPyConnection) -> None:
@@ -565,45 +566,23 @@ def _leaf_parents(con) -> None:
 
 
 def _cpu_slices(con, kind: str = "TABLE") -> None:
-    con.execute(
-        """CREATE TEMP TABLE _stack AS
-           SELECT id, depth, parent_id, root_id, op_id, top_op_id, annotation_id, annotation_ids, annotations
-           FROM _cstack UNION ALL
-           SELECT id, depth, parent_id, root_id, op_id, top_op_id, annotation_id, annotation_ids, annotations
-           FROM _lstack"""
-    )
-    if not _exists(con, "_child"):
-        _children(con)
     parse, typed = fields.typed(fields.OP, "args")
+    # From events, not its view slices, though only slices join: the estimate of every event
+    # makes _nest (integers and the annotation lists) the join's hashed side. The estimate of
+    # the slices is far below their number, and DuckDB hashed the wide rows instead (x22: 0.3-0.4
+    # CPU-s more, besides the tables _nest replaces).
     con.execute(
         f"""
         CREATE {kind} cpu_slices AS
         SELECT s.id, s.trace_id, s.kind, s.name, s.pid, s.tid, s.ts_ns, s.dur_ns, s.end_ns,
-               coalesce(st.depth, 0)::INTEGER AS depth, st.parent_id, coalesce(st.root_id, s.id) AS root_id,
-               coalesce(ch.children, 0)::INTEGER AS children,
-               greatest(s.dur_ns - coalesce(ch.child_ns, 0), 0)::BIGINT AS self_ns,
-               st.op_id, st.top_op_id, st.annotation_id,
-               coalesce(st.annotation_ids, []) AS annotation_ids, coalesce(st.annotations, []) AS annotations,
+               n.depth::INTEGER AS depth, n.parent_id, n.root_id, n.children::INTEGER AS children,
+               greatest(s.dur_ns - n.child_ns, 0)::BIGINT AS self_ns,
+               n.op_id, n.top_op_id, n.annotation_id, n.annotation_ids, n.annotations,
                s.external_id, s.correlation, {typed}
         FROM (SELECT *, CASE WHEN kind IN ('cpu_op', 'user_annotation') THEN {parse.replace(" AS a", " END AS a")}
-              FROM slices) s
-        JOIN _cpu USING (id)
-        LEFT JOIN _stack st USING (id) LEFT JOIN _child ch USING (id)
+              FROM events) s
+        JOIN _nest n USING (id)
         """
-    )
-    con.execute("DROP TABLE _stack")
-    con.execute("DROP TABLE _child")
-
-
-def _children(con) -> None:
-    """``_child``: each slice's children and the time they cover of it (``_sweep`` makes it when it nests)."""
-    con.execute(
-        """CREATE TEMP TABLE _child AS
-           SELECT s.parent_id AS id, count(*) AS children,
-                  sum(least(c.end_ns, p.end_ns) - greatest(c.ts_ns, p.ts_ns)) AS child_ns
-           FROM _stack s JOIN _cpu c ON c.id = s.id JOIN _cpu p ON p.id = s.parent_id
-           WHERE s.depth > 0
-           GROUP BY s.parent_id"""
     )
 
 
@@ -618,10 +597,14 @@ def _runtime_calls(con, kind: str = "TABLE") -> None:
         """
     )
     parse, typed = fields.typed(fields.RUNTIME, "args")
-    # A call's stack is its leaf stack (_lstack; no row at top level), not read back from cpu_slices.
+    # A call's stack is its row of _nest (_cpu's order), not read back from cpu_slices.
     con.execute(
         f"""
         CREATE {kind} runtime_calls AS
+        WITH c AS MATERIALIZED (
+            SELECT n.id, n.op_id, n.top_op_id, n.annotation_id, n.annotations
+            FROM _cpu POSITIONAL JOIN _nest n WHERE _cpu.kind IN {_in(LAUNCH_KINDS)}
+        )
         SELECT s.id, s.trace_id, s.kind, s.name AS api, s.pid, s.tid, s.ts_ns, s.dur_ns, s.end_ns,
                s.correlation, s.external_id, {typed},
                c.op_id AS cpu_op_id, op.name AS cpu_op_name, c.top_op_id, top.name AS top_op_name,
@@ -630,10 +613,10 @@ def _runtime_calls(con, kind: str = "TABLE") -> None:
                -- NULL: no ac2g flow has this correlation; false: flows exist, none starts at this call.
                CASE WHEN fc.correlation IS NOT NULL THEN fm.correlation IS NOT NULL END AS flow_matches
         FROM (SELECT *, {parse} FROM slices WHERE kind IN {_in(LAUNCH_KINDS)}) s
-        LEFT JOIN _lstack c USING (id)
+        LEFT JOIN c USING (id)
         -- Only the ops some call names: joined with every CPU slice, DuckDB would hash the wide calls instead.
-        LEFT JOIN (SELECT id, name FROM _cpu WHERE id IN (SELECT op_id FROM _lstack)) op ON op.id = c.op_id
-        LEFT JOIN (SELECT id, name FROM _cpu WHERE id IN (SELECT top_op_id FROM _lstack)) top ON top.id = c.top_op_id
+        LEFT JOIN (SELECT id, name FROM _cpu WHERE id IN (SELECT op_id FROM c)) op ON op.id = c.op_id
+        LEFT JOIN (SELECT id, name FROM _cpu WHERE id IN (SELECT top_op_id FROM c)) top ON top.id = c.top_op_id
         LEFT JOIN (SELECT DISTINCT trace_id, correlation FROM _sflow) fc
                ON fc.trace_id = s.trace_id AND fc.correlation = s.correlation
         LEFT JOIN _sflow fm
