@@ -86,10 +86,10 @@ def test_sweep_nests_exactly_as_the_range_join(tmp_path, monkeypatch, seed, pert
     path = _trace(tmp_path, seed, perturb)
     used = []
     sweep = link._sweep
-    monkeypatch.setattr(link, "_sweep", lambda con: used.append(sweep(con)) or used[-1])
+    monkeypatch.setattr(link, "_sweep", lambda con, meanwhile=None: used.append(sweep(con, meanwhile)) or used[-1])
     fast = _rows(path)
     assert used == [perturb in (None, "leaf_overhang")]  # the sweep nests clean traces, and declines the others
-    monkeypatch.setattr(link, "_sweep", lambda con: False)
+    monkeypatch.setattr(link, "_sweep", lambda con, meanwhile=None: False)
     reference = _rows(path)
     assert len(fast) == len(reference) > 50
     assert fast == reference
@@ -118,7 +118,7 @@ def test_sweep_stacks_known_by_construction(tmp_path, monkeypatch):
     b.write(path)
     used = []
     sweep = link._sweep
-    monkeypatch.setattr(link, "_sweep", lambda con: used.append(sweep(con)) or used[-1])
+    monkeypatch.setattr(link, "_sweep", lambda con, meanwhile=None: used.append(sweep(con, meanwhile)) or used[-1])
     with tracekit.load(path) as trace:
         rows = trace.sql(
             """SELECT s.name, s.depth, p.name AS p, r.name AS r, o.name AS o, t.name AS t, a.name AS a, s.annotations, s.children, s.self_ns,
@@ -154,7 +154,7 @@ def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep)
     range join nests the same trace."""
     path = _trace(tmp_path, seed, "leaf_overhang")
     columns = "id, depth, parent_id, root_id, op_id, top_op_id, annotation_id, annotation_ids, annotations, children"
-    monkeypatch.setattr(link, "_sweep", lambda con: False)
+    monkeypatch.setattr(link, "_sweep", lambda con, meanwhile=None: False)
     with tracekit.load(path) as trace:
         reference = trace.con.execute(
             f"SELECT {columns}, self_ns FROM cpu_slices WHERE kind IN {in_list(CPU_NEST_KINDS)} ORDER BY id"
@@ -178,3 +178,16 @@ def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep)
         **dict.fromkeys(["id", "parent_id", "root_id", "op_id", "top_op_id", "annotation_id", "child_ns"], "BIGINT"),
         **{"depth": "INTEGER", "children": "INTEGER", "annotation_ids": "BIGINT[]", "annotations": "VARCHAR[]"},
     }
+
+
+@pytest.mark.parametrize("perturb", [None, "overlap"])
+def test_nest_runs_meanwhile_once_before_its_tables(tmp_path, perturb):
+    """``nest``'s ``meanwhile`` runs once, on the caller's connection, before the nest's tables exist:
+    while the sweep computes (a clean trace) or before the range join (a trace the sweep declines)."""
+    con = duckdb.connect()
+    database.build(con, database.discover([_trace(tmp_path, 1, perturb)]))
+    seen = []
+    link.nest(con, meanwhile=lambda c: seen.append((c is con, link._exists(c, "_anc"), link._exists(c, "_cpu"))))
+    assert seen == [(True, False, True)]
+    assert link._exists(con, "_nest") == (perturb is None)  # the sweep's, or the range join's after its leaf step
+    assert link._exists(con, "_anc")

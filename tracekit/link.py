@@ -28,8 +28,10 @@ that still encloses the call.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -84,7 +86,9 @@ def _preloaded() -> None:
         _preloading.join()
 
 
-def nest(con: duckdb.DuckDBPyConnection) -> None:
+def nest(
+    con: duckdb.DuckDBPyConnection, meanwhile: Callable[[duckdb.DuckDBPyConnection], object] | None = None
+) -> None:
     """Create the working tables: ``_cpu`` (every CPU slice with its position on the
     axis), ``_anc`` (container ancestors: id, aid; the range join's also a_pos,
     a_end, akind, aname) and the containers' stacks ``_cstack``, which
@@ -92,17 +96,30 @@ def nest(con: duckdb.DuckDBPyConnection) -> None:
     children (``_sweep``) or the containers for finding them (``_cont``);
     ``drop_work`` removes them. The sweep also gives ``_nest``, every CPU
     slice's stack and children in ``_cpu``'s order (``_nest_rows``); on the
-    range join's path ``_nest_leaves`` makes it from the stacks."""
+    range join's path ``_nest_leaves`` makes it from the stacks.
+
+    ``meanwhile(con)``, statements that read none of these tables, runs once,
+    while the sweep computes on another thread (the sweep's polars work is
+    mostly one core's: the other runs DuckDB), or before the range join.
+    """
     preload()  # imported while _axis runs, when the caller has not started it already
+    ran: list[object] = []
+
+    def beside(c: duckdb.DuckDBPyConnection) -> None:
+        if meanwhile is not None and not ran:
+            ran.append(meanwhile(c))
+
     con.execute("SET prefer_range_joins = true")
     keyed = _axis(con)
-    if keyed or not _sweep(con):
+    if keyed or not _sweep(con, beside):
+        beside(con)
         con.execute(f"CREATE TEMP TABLE _cont AS SELECT * FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}")
         _nest_containers(con, keyed)
 
 
-def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
-    """Create the linked tables (``kind``: TABLE, or TEMP TABLE for a read-only database) after ``nest``."""
+def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE", independent: bool = True) -> None:
+    """Create the linked tables (``kind``: TABLE, or TEMP TABLE for a read-only database) after ``nest``;
+    those that do not read the nest (``build_independent``) too, unless ``independent`` is False."""
     if not _exists(con, "_nest"):  # the sweep made it; the range join's path makes it from the stacks
         _nest_leaves(con)
     _cpu_slices(con, kind)
@@ -110,6 +127,13 @@ def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
     for t in ("_nest", "_cstack", "_lstack", "_lparent", "_child"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     _gpu_ops(con, kind)
+    if independent:
+        build_independent(con, kind)
+
+
+def build_independent(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
+    """The linked tables that read no working table of ``nest`` (python_functions, collectives):
+    the model builds them while the sweep computes (``nest``'s ``meanwhile``)."""
     _python_functions(con, kind)
     _collectives(con, kind)
 
@@ -199,7 +223,7 @@ def _nest_containers(con, keyed: bool) -> None:
     )
 
 
-def _sweep(con) -> bool:
+def _sweep(con, meanwhile: Callable[[duckdb.DuckDBPyConnection], object] | None = None) -> bool:
     """Nest the containers in one ordered pass; False (nothing created) when they do not nest cleanly.
 
     On the axis (threads apart, slices in ``pos`` order), the slices open at
@@ -225,9 +249,30 @@ def _sweep(con) -> bool:
                    CASE WHEN kind = 'user_annotation' THEN name END AS name
             FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}"""
     ).pl()
+    leaves = con.sql(f"SELECT id, lane, pos, k0, k1 FROM _cpu WHERE kind IN {_in(LAUNCH_KINDS)}").pl()
+    if meanwhile is None:
+        tables = _swept(pl, df, leaves)
+    else:
+        # The arrays are computed on another thread (polars, mostly one core) while this one runs
+        # ``meanwhile``'s statements on ``con`` (DuckDB releases the GIL as they run).
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tracekit-sweep") as pool:
+            job = pool.submit(_swept, pl, df, leaves)
+            meanwhile(con)
+            tables = job.result()
+    if tables is None:
+        return False
+    for name, rows in tables.items():
+        _to_table(con, name, rows)
+    return True
+
+
+def _swept(pl, df, leaves) -> dict[str, pa.Table] | None:
+    """The sweep's tables (``_anc``, ``_cstack``, ``_lparent``, ``_child``, ``_nest``) from the
+    containers ``df`` and the calls ``leaves`` (both from ``_cpu``), or None when the containers
+    do not nest cleanly; ``con`` is not used (``_sweep`` may run this on another thread)."""
     n = df.height
     if n == 0:
-        return False
+        return None
     if not df["pos"].is_sorted():
         df = df.sort("pos")
     k0, k1, lane, ids = df["k0"], df["k1"], df["lane"], df["id"]
@@ -266,15 +311,14 @@ def _sweep(con) -> bool:
         & (k1.gather(pg) > k0.filter(nested))
     )
     if (depth < 0).any() or not ok.all():
-        return False
+        return None
     del ok, nested
-    _to_table(con, "_anc", pl.DataFrame({"id": ids.gather(cl), "aid": ids.gather(al)}).to_arrow())
-    cstack, up = _stacks(pl, df, c, dc, pg, al, cl)
-    _to_table(con, "_cstack", cstack)
-    del al, cl, cstack
-    leaves, child_l, parent_l, child = _sweep_leaves(con, pl, df, depth, at_level, c, pg)
-    _to_table(con, "_nest", _nest_rows(pl, df, depth, leaves, child_l, parent_l, child, up))
-    return True
+    tables = {"_anc": pl.DataFrame({"id": ids.gather(cl), "aid": ids.gather(al)}).to_arrow()}
+    tables["_cstack"], up = _stacks(pl, df, c, dc, pg, al, cl)
+    del al, cl
+    child_l, parent_l, child = _sweep_leaves(pl, df, leaves, depth, at_level, c, pg, tables)
+    tables["_nest"] = _nest_rows(pl, df, depth, leaves, child_l, parent_l, child, up)
+    return tables
 
 
 def _stacks(pl, cont, c, dc, pg, al, cl) -> tuple[pa.Table, dict]:
@@ -416,7 +460,7 @@ def _to_table(con, name: str, rows: pa.Table) -> None:
     con.unregister(f"{name}_rows")
 
 
-def _sweep_leaves(con, pl, cont, depth, at_level, cc, cp) -> tuple:
+def _sweep_leaves(pl, cont, leaves, depth, at_level, cc, cp, tables: dict) -> tuple:
     """The calls' parents (``_lparent``) and every slice's children (``_child``), from the sweep's arrays.
 
     A call's parent is the innermost of the last container opened before it
@@ -424,7 +468,6 @@ def _sweep_leaves(con, pl, cont, depth, at_level, cc, cp) -> tuple:
     (``_ENCLOSES``), as ``_nest_leaves`` defines it. ``cc`` are the nested
     containers and ``cp`` their parents, as indexes of ``cont``.
     """
-    leaves = con.sql(f"SELECT id, lane, pos, k0, k1 FROM _cpu WHERE kind IN {_in(LAUNCH_KINDS)}").pl()
     k0, k1, ids = cont["k0"], cont["k1"], cont["id"]
     lk0, lk1 = leaves["k0"], leaves["k1"]
     j = cont["pos"].search_sorted(leaves["pos"], side="left").cast(pl.Int64) - 1
@@ -446,19 +489,15 @@ def _sweep_leaves(con, pl, cont, depth, at_level, cc, cp) -> tuple:
     up = up.filter(encloses(up["a"], up["l"]))
     up = up.filter(pl.col("l") != pl.col("l").shift(-1, fill_value=-1))
     child_l, parent_l = pl.concat([l_idx.filter(inside_last), up["l"]]), pl.concat([jg.filter(inside_last), up["a"]])
-    _to_table(
-        con,
-        "_lparent",
-        pl.DataFrame(
-            {
-                "id": leaves["id"].gather(child_l),
-                "parent_id": ids.gather(parent_l),
-                "parent_op": cont["op"].gather(parent_l),
-                "parent_annotation": cont["ann"].gather(parent_l),
-                "parent_name": cont["name"].gather(parent_l),
-            }
-        ).to_arrow(),
-    )
+    tables["_lparent"] = pl.DataFrame(
+        {
+            "id": leaves["id"].gather(child_l),
+            "parent_id": ids.gather(parent_l),
+            "parent_op": cont["op"].gather(parent_l),
+            "parent_annotation": cont["ann"].gather(parent_l),
+            "parent_name": cont["name"].gather(parent_l),
+        }
+    ).to_arrow()
     # Children and the time they cover of their parent (same thread: the axis' differences are ns).
     pc = pl.concat([cp, parent_l])  # each child's parent
     ns = pl.select(
@@ -470,10 +509,8 @@ def _sweep_leaves(con, pl, cont, depth, at_level, cc, cp) -> tuple:
         .group_by("p")
         .agg(children=pl.len().cast(pl.Int64), child_ns=pl.col("ns").sum())
     )
-    _to_table(
-        con, "_child", child.select(id=ids.gather(child["p"]), children="children", child_ns="child_ns").to_arrow()
-    )
-    return leaves, child_l, parent_l, child
+    tables["_child"] = child.select(id=ids.gather(child["p"]), children="children", child_ns="child_ns").to_arrow()
+    return child_l, parent_l, child
 
 
 def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
