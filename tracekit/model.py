@@ -11,6 +11,10 @@ below is built over them by ``build``, once per database, either at load time
 4. ``attribution``: cpu_stage_decisions, gpu_op_stage_decisions, attention_calls;
 5. ``views``: views over the linked tables (cpu_stages, gpu_op_stages, cpu_ops, ...).
 
+What reads nothing the nest makes (the ``rules`` step, python_functions and
+collectives) is built while the nest's sweep computes on another thread
+(``BESIDE_NEST``): a 2-core machine then does both at once.
+
 Re-attribution with other rule folders (``--rules``) runs steps 1, 3 and 4
 again as TEMP tables of one connection, which shadow the stored ones.
 """
