@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import queue
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -251,28 +252,29 @@ def _sweep(con, meanwhile: Callable[[duckdb.DuckDBPyConnection], object] | None 
     ).pl()
     leaves = con.sql(f"SELECT id, lane, pos, k0, k1 FROM _cpu WHERE kind IN {_in(LAUNCH_KINDS)}").pl()
     if meanwhile is None:
-        tables = _swept(pl, df, leaves)
-    else:
-        # The arrays are computed on another thread (polars, mostly one core) while this one runs
-        # ``meanwhile``'s statements on ``con`` (DuckDB releases the GIL as they run).
-        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tracekit-sweep") as pool:
-            job = pool.submit(_swept, pl, df, leaves)
-            meanwhile(con)
-            tables = job.result()
-    if tables is None:
-        return False
-    for name, rows in tables.items():
-        _to_table(con, name, rows)
-    return True
+        return _swept(pl, df, leaves, lambda name, rows: _to_table(con, name, rows))
+    # The arrays are computed on another thread (polars, mostly one core) while this one runs
+    # ``meanwhile``'s statements on ``con`` (DuckDB releases the GIL as they run), then stores
+    # each table as it comes (the next one is computed meanwhile; none is held longer than that).
+    ready: queue.Queue = queue.Queue()
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tracekit-sweep") as pool:
+        job = pool.submit(_swept, pl, df, leaves, lambda name, rows: ready.put((name, rows)))
+        job.add_done_callback(lambda _: ready.put(None))
+        meanwhile(con)
+        while (item := ready.get()) is not None:
+            _to_table(con, *item)
+            del item
+        return job.result()
 
 
-def _swept(pl, df, leaves) -> dict[str, pa.Table] | None:
-    """The sweep's tables (``_anc``, ``_cstack``, ``_lparent``, ``_child``, ``_nest``) from the
-    containers ``df`` and the calls ``leaves`` (both from ``_cpu``), or None when the containers
-    do not nest cleanly; ``con`` is not used (``_sweep`` may run this on another thread)."""
+def _swept(pl, df, leaves, put: Callable[[str, pa.Table], object]) -> bool:
+    """Give ``put`` the sweep's tables (``_anc``, ``_cstack``, ``_lparent``, ``_child``, ``_nest``)
+    from the containers ``df`` and the calls ``leaves`` (both from ``_cpu``); False (none given)
+    when the containers do not nest cleanly. It uses no connection: ``_sweep`` may run it on
+    another thread."""
     n = df.height
     if n == 0:
-        return None
+        return False
     if not df["pos"].is_sorted():
         df = df.sort("pos")
     k0, k1, lane, ids = df["k0"], df["k1"], df["lane"], df["id"]
@@ -311,14 +313,16 @@ def _swept(pl, df, leaves) -> dict[str, pa.Table] | None:
         & (k1.gather(pg) > k0.filter(nested))
     )
     if (depth < 0).any() or not ok.all():
-        return None
+        return False
     del ok, nested
-    tables = {"_anc": pl.DataFrame({"id": ids.gather(cl), "aid": ids.gather(al)}).to_arrow()}
-    tables["_cstack"], up = _stacks(pl, df, c, dc, pg, al, cl)
+    put("_anc", pl.DataFrame({"id": ids.gather(cl), "aid": ids.gather(al)}).to_arrow())
+    cstack, up = _stacks(pl, df, c, dc, pg, al, cl)
     del al, cl
-    child_l, parent_l, child = _sweep_leaves(pl, df, leaves, depth, at_level, c, pg, tables)
-    tables["_nest"] = _nest_rows(pl, df, depth, leaves, child_l, parent_l, child, up)
-    return tables
+    put("_cstack", cstack)
+    del cstack
+    child_l, parent_l, child = _sweep_leaves(pl, df, leaves, depth, at_level, c, pg, put)
+    put("_nest", _nest_rows(pl, df, depth, leaves, child_l, parent_l, child, up))
+    return True
 
 
 def _stacks(pl, cont, c, dc, pg, al, cl) -> tuple[pa.Table, dict]:
@@ -460,8 +464,9 @@ def _to_table(con, name: str, rows: pa.Table) -> None:
     con.unregister(f"{name}_rows")
 
 
-def _sweep_leaves(pl, cont, leaves, depth, at_level, cc, cp, tables: dict) -> tuple:
-    """The calls' parents (``_lparent``) and every slice's children (``_child``), from the sweep's arrays.
+def _sweep_leaves(pl, cont, leaves, depth, at_level, cc, cp, put: Callable[[str, pa.Table], object]) -> tuple:
+    """The calls' parents (``_lparent``) and every slice's children (``_child``), from the sweep's arrays,
+    given to ``put``; returns each call with a parent, that parent and the children per container.
 
     A call's parent is the innermost of the last container opened before it
     (on its thread) and that container's ancestors that encloses it
@@ -489,15 +494,18 @@ def _sweep_leaves(pl, cont, leaves, depth, at_level, cc, cp, tables: dict) -> tu
     up = up.filter(encloses(up["a"], up["l"]))
     up = up.filter(pl.col("l") != pl.col("l").shift(-1, fill_value=-1))
     child_l, parent_l = pl.concat([l_idx.filter(inside_last), up["l"]]), pl.concat([jg.filter(inside_last), up["a"]])
-    tables["_lparent"] = pl.DataFrame(
-        {
-            "id": leaves["id"].gather(child_l),
-            "parent_id": ids.gather(parent_l),
-            "parent_op": cont["op"].gather(parent_l),
-            "parent_annotation": cont["ann"].gather(parent_l),
-            "parent_name": cont["name"].gather(parent_l),
-        }
-    ).to_arrow()
+    put(
+        "_lparent",
+        pl.DataFrame(
+            {
+                "id": leaves["id"].gather(child_l),
+                "parent_id": ids.gather(parent_l),
+                "parent_op": cont["op"].gather(parent_l),
+                "parent_annotation": cont["ann"].gather(parent_l),
+                "parent_name": cont["name"].gather(parent_l),
+            }
+        ).to_arrow(),
+    )
     # Children and the time they cover of their parent (same thread: the axis' differences are ns).
     pc = pl.concat([cp, parent_l])  # each child's parent
     ns = pl.select(
@@ -509,7 +517,7 @@ def _sweep_leaves(pl, cont, leaves, depth, at_level, cc, cp, tables: dict) -> tu
         .group_by("p")
         .agg(children=pl.len().cast(pl.Int64), child_ns=pl.col("ns").sum())
     )
-    tables["_child"] = child.select(id=ids.gather(child["p"]), children="children", child_ns="child_ns").to_arrow()
+    put("_child", child.select(id=ids.gather(child["p"]), children="children", child_ns="child_ns").to_arrow())
     return child_l, parent_l, child
 
 
