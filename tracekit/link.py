@@ -92,12 +92,11 @@ def nest(
 ) -> None:
     """Create the working tables: ``_cpu`` (every CPU slice with its position on the
     axis), ``_anc`` (container ancestors: id, aid; the range join's also a_pos,
-    a_end, akind, aname) and the containers' stacks ``_cstack``, which
-    ``build_tables`` and the attribution read, and the calls' parents and the
-    children (``_sweep``) or the containers for finding them (``_cont``);
-    ``drop_work`` removes them. The sweep also gives ``_nest``, every CPU
-    slice's stack and children in ``_cpu``'s order (``_nest_rows``); on the
-    range join's path ``_nest_leaves`` makes it from the stacks.
+    a_end, akind, aname), which the attribution reads, and ``_nest``, every CPU
+    slice's stack and children in ``_cpu``'s order, which ``build_tables`` reads
+    (``_sweep``); or, on the range join's path, the containers' stacks
+    ``_cstack`` and the containers (``_cont``) for the calls' parents, from
+    which ``_nest_leaves`` makes ``_nest``. ``drop_work`` removes them.
 
     ``meanwhile(con)``, statements that read none of these tables, runs once,
     while the sweep computes on another thread (the sweep's polars work is
@@ -239,7 +238,8 @@ def _sweep(con, meanwhile: Callable[[duckdb.DuckDBPyConnection], object] | None 
     for every slice (its parent encloses it, one level up); a trace where it
     fails anywhere is nested by the range join instead. The stacks come from
     the same (slice, ancestor) rows that ``_anc`` holds, which list each
-    slice's ancestors outermost first.
+    slice's ancestors outermost first; a call's parent from binary searches
+    (``_sweep_leaves``).
     """
     _preloaded()
     import polars as pl
@@ -268,7 +268,7 @@ def _sweep(con, meanwhile: Callable[[duckdb.DuckDBPyConnection], object] | None 
 
 
 def _swept(pl, df, leaves, put: Callable[[str, pa.Table], object]) -> bool:
-    """Give ``put`` the sweep's tables (``_anc``, ``_cstack``, ``_lparent``, ``_child``, ``_nest``)
+    """Give ``put`` the sweep's tables (``_anc``, ``_nest``)
     from the containers ``df`` and the calls ``leaves`` (both from ``_cpu``); False (none given)
     when the containers do not nest cleanly. It uses no connection: ``_sweep`` may run it on
     another thread."""
@@ -316,22 +316,17 @@ def _swept(pl, df, leaves, put: Callable[[str, pa.Table], object]) -> bool:
         return False
     del ok, nested
     put("_anc", pl.DataFrame({"id": ids.gather(cl), "aid": ids.gather(al)}).to_arrow())
-    cstack, up = _stacks(pl, df, c, dc, pg, al, cl)
+    up = _stacks(pl, df, c, dc, pg, al, cl)
     del al, cl
-    put("_cstack", cstack)
-    del cstack
-    child_l, parent_l, child = _sweep_leaves(pl, df, leaves, depth, at_level, c, pg, put)
+    child_l, parent_l, child = _sweep_leaves(pl, df, leaves, depth, at_level, c, pg)
     put("_nest", _nest_rows(pl, df, depth, leaves, child_l, parent_l, child, up))
     return True
 
 
-def _stacks(pl, cont, c, dc, pg, al, cl) -> tuple[pa.Table, dict]:
-    """The rows of ``_cstack`` for the nested containers ``c`` (indexes of ``cont``) at depths ``dc``
-    with parents ``pg``, from their ancestors ``al`` (each slice's ``dc`` rows, outermost first; ``cl``
-    the slice of each row), and each container's stack as a slice below it inherits it (``_up``)."""
-    import pyarrow as pa
-
-    ids = cont["id"]
+def _stacks(pl, cont, c, dc, pg, al, cl) -> dict:
+    """Each container's stack as a slice below it inherits it (``_up``), from the nested containers
+    ``c`` (indexes of ``cont``) at depths ``dc`` with parents ``pg`` and their ancestors ``al`` (each
+    slice's ``dc`` rows, outermost first; ``cl`` the slice of each row)."""
     # Each slice's rows are one run, from ``start`` to ``last``.
     start = dc.cum_sum() - dc
     last = start + dc - 1
@@ -348,28 +343,7 @@ def _stacks(pl, cont, c, dc, pg, al, cl) -> tuple[pa.Table, dict]:
 
     op, top_op = inner_outer(cont["op"])
     ann, _ = inner_outer(cont["ann"])
-    op_id, top_op_id, annotation_id = ids.gather(op), ids.gather(top_op), ids.gather(ann)
-    up = _up(pl, cont, c, pg, al.gather(start), op, top_op, ann, al, cl)
-    # The enclosing annotations, outermost first: each run's annotation rows, cut at offsets (NULL: none).
-    is_ann = cont["ann"].gather(al)
-    aa = al.filter(is_ann)
-    before = pl.concat([pl.Series([0], dtype=pl.UInt32), is_ann.cast(pl.UInt32).cum_sum()])
-    offsets = before.gather(pl.concat([start, pl.Series([al.len()])])).cast(pl.Int32)
-    none = (offsets[1:] == offsets[:-1]).to_arrow()
-    cstack = pa.table(
-        {
-            "id": ids.gather(c).to_arrow(),
-            "depth": dc.to_arrow(),
-            "parent_id": ids.gather(pg).to_arrow(),
-            "root_id": ids.gather(al.gather(start)).to_arrow(),
-            "op_id": op_id.to_arrow(),
-            "top_op_id": top_op_id.to_arrow(),
-            "annotation_id": annotation_id.to_arrow(),
-            "annotation_ids": pa.ListArray.from_arrays(offsets.to_arrow(), ids.gather(aa).to_arrow(), mask=none),
-            "annotations": pa.ListArray.from_arrays(offsets.to_arrow(), cont["name"].gather(aa).to_arrow(), mask=none),
-        }
-    )
-    return cstack, up
+    return _up(pl, cont, c, pg, al.gather(start), op, top_op, ann, al, cl)
 
 
 def _up(pl, cont, c, pg, root, op, top_op, ann, al, cl) -> dict:
@@ -464,16 +438,17 @@ def _to_table(con, name: str, rows: pa.Table) -> None:
     con.unregister(f"{name}_rows")
 
 
-def _sweep_leaves(pl, cont, leaves, depth, at_level, cc, cp, put: Callable[[str, pa.Table], object]) -> tuple:
-    """The calls' parents (``_lparent``) and every slice's children (``_child``), from the sweep's arrays,
-    given to ``put``; returns each call with a parent, that parent and the children per container.
+def _sweep_leaves(pl, cont, leaves, depth, at_level, cc, cp) -> tuple:
+    """The calls' parents and every container's children, from the sweep's arrays: each call with a
+    parent and that parent (indexes of ``leaves`` and ``cont``), and per parent ``p`` its
+    ``children`` and the time they cover of it (``child_ns``).
 
     A call's parent is the innermost of the last container opened before it
     (on its thread) and that container's ancestors that encloses it
     (``_ENCLOSES``), as ``_nest_leaves`` defines it. ``cc`` are the nested
     containers and ``cp`` their parents, as indexes of ``cont``.
     """
-    k0, k1, ids = cont["k0"], cont["k1"], cont["id"]
+    k0, k1 = cont["k0"], cont["k1"]
     lk0, lk1 = leaves["k0"], leaves["k1"]
     j = cont["pos"].search_sorted(leaves["pos"], side="left").cast(pl.Int64) - 1
     jg = j.clip(0)
@@ -494,18 +469,6 @@ def _sweep_leaves(pl, cont, leaves, depth, at_level, cc, cp, put: Callable[[str,
     up = up.filter(encloses(up["a"], up["l"]))
     up = up.filter(pl.col("l") != pl.col("l").shift(-1, fill_value=-1))
     child_l, parent_l = pl.concat([l_idx.filter(inside_last), up["l"]]), pl.concat([jg.filter(inside_last), up["a"]])
-    put(
-        "_lparent",
-        pl.DataFrame(
-            {
-                "id": leaves["id"].gather(child_l),
-                "parent_id": ids.gather(parent_l),
-                "parent_op": cont["op"].gather(parent_l),
-                "parent_annotation": cont["ann"].gather(parent_l),
-                "parent_name": cont["name"].gather(parent_l),
-            }
-        ).to_arrow(),
-    )
     # Children and the time they cover of their parent (same thread: the axis' differences are ns).
     pc = pl.concat([cp, parent_l])  # each child's parent
     ns = pl.select(
@@ -517,7 +480,6 @@ def _sweep_leaves(pl, cont, leaves, depth, at_level, cc, cp, put: Callable[[str,
         .group_by("p")
         .agg(children=pl.len().cast(pl.Int64), child_ns=pl.col("ns").sum())
     )
-    put("_child", child.select(id=ids.gather(child["p"]), children="children", child_ns="child_ns").to_arrow())
     return child_l, parent_l, child
 
 
@@ -537,9 +499,11 @@ def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
 
 
 def _nest_leaves(con) -> None:
-    """Runtime/driver calls: parent = innermost enclosing container (``_sweep`` found them already)."""
-    if not _exists(con, "_lparent"):
-        _leaf_parents(con)
+    """Runtime/driver calls: parent = innermost enclosing container, and ``_nest`` from the stacks
+    (the range join's path: the sweep made ``_nest`` already)."""
+    if _exists(con, "_nest"):
+        return
+    _leaf_parents(con)
     con.execute("DROP TABLE IF EXISTS _cont")
     # A call inherits its parent's stack, the parent included.
     con.execute(
