@@ -191,3 +191,37 @@ def test_nest_runs_meanwhile_once_before_its_tables(tmp_path, perturb):
     assert seen == [(True, False, True)]
     assert link._exists(con, "_nest") == (perturb is None)  # the sweep's, or the range join's after its leaf step
     assert link._exists(con, "_anc")
+
+
+@pytest.mark.parametrize("sweep", [True, False])
+def test_slices_without_pid_or_tid_are_nested_not_dropped(tmp_path, monkeypatch, sweep):
+    """By construction: ops with no pid (one thread of their own, one op inside the other), a call
+    with no tid and a label with neither are all CPU slices; each is kept, and those without a
+    thread key nest among themselves. (Joined by USING, a NULL key dropped them: 4 of these 5.)"""
+    path = tmp_path / "no_pid.json"
+    path.write_text(
+        """{"traceEvents": [
+ {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::add", "tid": 2, "ts": 10, "dur": 5},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::inner", "tid": 2, "ts": 11, "dur": 2},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "ts": 20, "dur": 1,
+  "args": {"correlation": 7}},
+ {"ph": "X", "cat": "user_annotation", "name": "label", "ts": 30, "dur": 5}
+]}"""
+    )
+    if not sweep:
+        monkeypatch.setattr(link, "_sweep", lambda con, meanwhile=None: False)
+    with tracekit.load(path) as trace:
+        rows = trace.sql(
+            """SELECT s.name, s.depth, p.name AS parent, s.self_ns FROM cpu_slices s LEFT JOIN cpu_slices p ON p.id = s.parent_id
+               ORDER BY s.id"""
+        ).rows()
+        calls = trace.sql("SELECT api FROM runtime_calls").rows()
+    assert rows == [
+        ("aten::mm", 0, None, 5_000),
+        ("aten::add", 0, None, 3_000),
+        ("aten::inner", 1, "aten::add", 2_000),
+        ("cudaLaunchKernel", 0, None, 1_000),
+        ("label", 0, None, 5_000),
+    ]
+    assert calls == [("cudaLaunchKernel",)]

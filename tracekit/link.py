@@ -182,7 +182,11 @@ def _axis(con) -> bool:
                 SELECT s.id, s.trace_id, l.lane, s.kind, s.name, s.ts_ns, s.dur_ns, s.end_ns,
                        l.lane * {spread} + (s.ts_ns - t.t0) AS k0,
                        l.lane * {spread} + (s.end_ns - t.t0) AS k1
-                FROM slices s JOIN _lanes l USING (trace_id, pid, tid) JOIN _t0 t USING (trace_id)
+                -- A slice without a pid or tid is a lane of its own (NULL keys are equal here: USING would drop it).
+                FROM slices s
+                JOIN _lanes l ON l.trace_id = s.trace_id AND l.pid IS NOT DISTINCT FROM s.pid
+                             AND l.tid IS NOT DISTINCT FROM s.tid
+                JOIN _t0 t ON t.trace_id = s.trace_id
                 WHERE s.kind IN {_in(CPU_NEST_KINDS)}
                 ORDER BY l.lane, s.ts_ns, s.dur_ns DESC, s.id
             )"""

@@ -77,7 +77,8 @@ def scopes(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _scope_k AS
            SELECT s.*, l.lane, l.base + s.ts_ns AS s0, l.base + s.end_ns AS s1
-           FROM _scope s JOIN _scope_lane l USING (trace_id, pid, tid)"""
+           FROM _scope s JOIN _scope_lane l ON l.trace_id = s.trace_id AND l.pid IS NOT DISTINCT FROM s.pid
+                                           AND l.tid IS NOT DISTINCT FROM s.tid"""
     )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _scope_pairs AS
