@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 import duckdb
 
-from . import __version__, api, console, database, diff, humanize, outputs, parallel, queries, render, sqlsafety
+from . import __version__, api, console, database, diff, humanize, outputs, queries, render, sqlsafety
 from .errors import ParameterError, TracekitError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -100,6 +100,8 @@ def open_source(source: str, cache: bool = True, quiet: bool = False, link: bool
     try:
         # A database links on first use, if a query needs it; a raw trace not yet cached links as it loads.
         link = link and not api.is_database(source)
+        if link:
+            humanize.preload()  # the tables' drawing code (rich), imported while a build runs
         trace = api.load([source], cache=cache, progress=progress, warn=console.warn, link=link, waiting=waiting)
     finally:
         progress.close()
@@ -261,6 +263,8 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
       tracekit load profiler_logs/ -o run.duckdb --force --jobs 8
       tracekit load profiler_logs/ -o run_dataset/ --parquet --dask local:8
     """
+    from . import parallel  # worker processes: imported by the one command that uses them
+
     if output.exists() and not force:
         raise TracekitError(f"{output}: already exists (use --force to replace it)")
     if memory_limit:  # before --force removes anything
@@ -319,6 +323,8 @@ def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, pro
 @contextlib.contextmanager
 def _loading(progress, quiet: bool, reopen, output, link_now: bool):
     """Close the progress line after a load; when some files failed, summarise what OUTPUT holds, then fail."""
+    from . import parallel
+
     try:
         yield
     except parallel.PartialLoadError:
