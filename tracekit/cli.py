@@ -766,6 +766,32 @@ def export_perfetto(source, output, label, quiet, rule_dirs, no_cache):
         )
 
 
+def run() -> None:
+    """The ``tracekit`` command (console script, ``python -m tracekit``): ``main``, then exit
+    without the interpreter's teardown.
+
+    Tearing down the modules a first answer imported (polars, pyarrow, duckdb, rich) takes
+    0.1-0.3 s after the answer is printed (measured: ``import`` them and exit, 0.33 s vs
+    0.03 s with ``os._exit``, on a loaded 2-core machine). The steps of a normal exit that
+    matter are done here first: no other thread still running (else the normal exit, which
+    waits for it), the ``atexit`` callbacks, stdout and stderr flushed (if that fails, the
+    normal exit reports it). Every file and database connection is closed by then.
+    """
+    import atexit
+    import threading
+
+    rc = main()
+    if any(t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.exit(rc)
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        sys.exit(rc)
+    os._exit(rc)
+
+
 def main(argv=None) -> int:
     """Entry point: run the CLI; every error, expected or not, ends as one line (``--debug``: the traceback)."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
