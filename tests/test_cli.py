@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -63,6 +64,26 @@ def test_help_everywhere_has_an_example():
 def test_python_dash_m_works():
     out = subprocess.run([sys.executable, "-m", "tracekit", "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("tracekit")
+
+
+def test_command_exits_fast_with_whole_output_and_its_code(tiny, tmp_path):
+    """The command (cli.run) ends with os._exit: what it printed is all there, piped, and the
+    exit code is main's, for an answer and for an error."""
+    env = {**os.environ, "TRACEKIT_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run(
+        [sys.executable, "-m", "tracekit", "stages", str(tiny), "-f", "json"], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["attention_calls_total"] == 0
+    assert sum(r["gpu_ns"] for r in answer["stage_breakdown"]) == 3500
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [')
+    out = subprocess.run(
+        [sys.executable, "-m", "tracekit", "stages", str(bad)], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 1
+    assert out.stderr.startswith("Error: ") and str(bad) in out.stderr and out.stdout == ""
 
 
 def test_load_imports_no_arrow_or_polars(tiny, tmp_path):
