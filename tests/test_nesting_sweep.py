@@ -225,3 +225,17 @@ def test_slices_without_pid_or_tid_are_nested_not_dropped(tmp_path, monkeypatch,
         ("label", 0, None, 5_000),
     ]
     assert calls == [("cudaLaunchKernel",)]
+
+
+def test_runtime_calls_refuse_a_nest_out_of_order(tmp_path):
+    """runtime_calls pairs _cpu and _nest rows by position: a _nest in another order is an error, not calls
+    silently left without their stack (by construction: _nest reversed)."""
+    path = _trace(tmp_path, 0, None)
+    con = duckdb.connect()
+    database.build(con, database.discover([path]))
+    link.nest(con)
+    con.execute("CREATE TEMP TABLE _rev AS SELECT * FROM _nest ORDER BY rowid DESC")
+    con.execute("DROP TABLE _nest")
+    con.execute("ALTER TABLE _rev RENAME TO _nest")
+    with pytest.raises(duckdb.Error, match="not in _cpu's order"):
+        link.build_tables(con)

@@ -616,7 +616,10 @@ def _runtime_calls(con, kind: str = "TABLE") -> None:
         CREATE {kind} runtime_calls AS
         WITH c AS MATERIALIZED (
             SELECT n.id, n.op_id, n.top_op_id, n.annotation_id, n.annotations
-            FROM _cpu POSITIONAL JOIN _nest n WHERE _cpu.kind IN {_in(LAUNCH_KINDS)}
+            FROM _cpu POSITIONAL JOIN _nest n
+            -- The rows pair by position: a _nest out of _cpu's order fails here, rather than giving calls no stack.
+            WHERE _cpu.kind IN {_in(LAUNCH_KINDS)}
+              AND CASE WHEN _cpu.id = n.id THEN true ELSE error('internal: _nest is not in _cpu''s order') END
         )
         SELECT s.id, s.trace_id, s.kind, s.name AS api, s.pid, s.tid, s.ts_ns, s.dur_ns, s.end_ns,
                s.correlation, s.external_id, {typed},
