@@ -239,3 +239,18 @@ def test_runtime_calls_refuse_a_nest_out_of_order(tmp_path):
     con.execute("ALTER TABLE _rev RENAME TO _nest")
     with pytest.raises(duckdb.Error, match="not in _cpu's order"):
         link.build_tables(con)
+
+
+def test_background_imports_finish_and_leave_a_failure_to_the_caller():
+    """By construction: a module that exists is imported by the thread; one that does not is left for the caller's
+    own import to report (the thread swallows it), and waiting for either returns."""
+    import sys
+
+    from tracekit import background
+
+    sys.modules.pop("tracekit.docgen", None)
+    background.imports("tracekit.docgen", "tracekit_no_such_module")
+    background.wait("tracekit.docgen", "tracekit_no_such_module")
+    assert "tracekit.docgen" in sys.modules
+    with pytest.raises(ModuleNotFoundError):
+        import tracekit_no_such_module  # noqa: F401

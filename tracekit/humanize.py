@@ -12,17 +12,15 @@ saying how many more there are. csv, json, ndjson and parquet keep the raw value
 
 from __future__ import annotations
 
-import contextlib
 import decimal
 import io
 import json
 import math
 import re
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import names
+from . import background, names
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -31,29 +29,15 @@ DEFAULT_WIDTH = 100
 DEFAULT_ROWS = 40
 MIN_TEXT = 16  # a text column is never cut below this many characters (stage names stay whole)
 
-_preloading: threading.Thread | None = None
-
 
 def preload() -> None:
     """Start importing rich (what ``table_text`` draws with: 0.03 s) on a background thread.
 
     For the CLI about to build a linked cache entry: the build's DuckDB statements release
     the GIL, so the import is done on the other core by the time the first table prints
-    (it would otherwise run after the build, on the answer's critical path). A thread
-    that imports a module first holds its lock: ``table_text``'s own import waits for it.
+    (it would otherwise run after the build, on the answer's critical path).
     """
-    global _preloading
-    if _preloading is None:
-        _preloading = threading.Thread(target=_import_rich, name="tracekit-preload-rich", daemon=True)
-        _preloading.start()
-
-
-def _import_rich() -> None:
-    # A failed import is left for table_text's own import to report.
-    with contextlib.suppress(Exception):
-        import rich.box  # noqa: F401
-        import rich.console  # noqa: F401
-        import rich.table  # noqa: F401
+    background.imports("rich.box", "rich.console", "rich.table")
 
 
 _NS = re.compile(r"(^|_)ns($|_)")

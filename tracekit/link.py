@@ -29,15 +29,13 @@ that still encloses the call.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import queue
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import duckdb
 
-from . import fields
+from . import background, fields
 from .kinds import CPU_NEST_KINDS, GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
 from .sqltext import in_list as _in
 
@@ -58,33 +56,15 @@ _INNER = "a_pos"
 _ENCLOSES = f"a_end > c_ts AND a_end >= c_end - {BLEED_NS}"
 
 
-_preloading: threading.Thread | None = None
+# What the sweep imports (0.2-0.4 s), started early by ``preload``.
+SWEEP_MODULES = ("polars", "pyarrow.compute")
 
 
 def preload() -> None:
-    """Start importing what the sweep needs (polars, pyarrow and its compute functions: 0.2-0.4 s)
-    on a background thread, while the caller's DuckDB statements (which release the GIL) run.
-
-    For a caller about to nest (a linked build); commands that never nest do not call it and
-    import neither. The sweep waits for the import to finish (``_preloaded``).
-    """
-    global _preloading
-    if _preloading is None:
-        _preloading = threading.Thread(target=_import_sweep_modules, name="tracekit-preload", daemon=True)
-        _preloading.start()
-
-
-def _import_sweep_modules() -> None:
-    # A failed import is left for the sweep's own import to report.
-    with contextlib.suppress(Exception):
-        import polars  # noqa: F401
-        import pyarrow.compute  # noqa: F401
-
-
-def _preloaded() -> None:
-    """Wait for ``preload``'s imports, if it started them (one thread imports a module, not two at once)."""
-    if _preloading is not None:
-        _preloading.join()
+    """Start importing what the sweep needs on a background thread, while the caller's DuckDB
+    statements run. For a caller about to nest (a linked build); commands that never nest do not
+    call it and import neither. The sweep waits for the import to finish."""
+    background.imports(*SWEEP_MODULES)
 
 
 def nest(
@@ -245,7 +225,7 @@ def _sweep(con, meanwhile: Callable[[duckdb.DuckDBPyConnection], object] | None 
     slice's ancestors outermost first; a call's parent from binary searches
     (``_sweep_leaves``).
     """
-    _preloaded()
+    background.wait(*SWEEP_MODULES)
     import polars as pl
 
     # A plain scan returns _cpu in the order it was stored, which is axis order (an ORDER BY would sort again).
