@@ -100,8 +100,7 @@ def nest(
 def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE", independent: bool = True) -> None:
     """Create the linked tables (``kind``: TABLE, or TEMP TABLE for a read-only database) after ``nest``;
     those that do not read the nest (``build_independent``) too, unless ``independent`` is False."""
-    if not _exists(con, "_nest"):  # the sweep made it; the range join's path makes it from the stacks
-        _nest_leaves(con)
+    _nest_leaves(con)  # the range join's path: the calls' parents and _nest (the sweep made it already)
     _cpu_slices(con, kind)
     _runtime_calls(con, kind)
     for t in ("_nest", "_cstack", "_lstack", "_lparent", "_child"):
@@ -504,8 +503,7 @@ def _nest_leaves(con) -> None:
            FROM _lparent l LEFT JOIN _cstack s ON s.id = l.parent_id"""
     )
     con.execute("DROP TABLE _lparent")
-    if not _exists(con, "_nest"):
-        _nest_from_stacks(con)
+    _nest_from_stacks(con)
 
 
 def _nest_from_stacks(con) -> None:
