@@ -254,3 +254,25 @@ def test_background_imports_finish_and_leave_a_failure_to_the_caller():
     assert "tracekit.docgen" in sys.modules
     with pytest.raises(ModuleNotFoundError):
         import tracekit_no_such_module  # noqa: F401
+
+
+@pytest.mark.parametrize("user", [None, "dirty_decay_ms:5000"])
+def test_preload_sets_polars_allocator_before_it_loads_unless_the_user_did(user):
+    """In a fresh interpreter (polars not loaded yet), ``preload`` sets the allocator setting polars reads as it
+    loads (the sweep's freed arrays then leave memory after 100 ms, not about a second); a value set by the user
+    is kept (polars puts its defaults before either: the last setting wins), and the import still finishes."""
+    import os
+    import subprocess
+    import sys
+
+    name, value = link.POLARS_ALLOCATOR
+    env = {k: v for k, v in os.environ.items() if k != name}
+    if user is not None:
+        env[name] = user
+    code = (
+        "import os, sys; from tracekit import background, link; link.preload(); background.wait(*link.SWEEP_MODULES);"
+        f" print(os.environ.get({name!r}), 'polars' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    setting, loaded = out.split()
+    assert setting.endswith("," + (user or value)) and loaded == "True"

@@ -29,7 +29,9 @@ that still encloses the call.
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import queue
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -58,12 +60,21 @@ _ENCLOSES = f"a_end > c_ts AND a_end >= c_end - {BLEED_NS}"
 
 # What the sweep imports (0.2-0.4 s), started early by ``preload``.
 SWEEP_MODULES = ("polars", "pyarrow.compute")
+# polars' allocator (jemalloc) keeps the pages of freed arrays for reuse and hands them back over
+# 0.5 + 1 s (polars' defaults: dirty_decay_ms 500, muzzy_decay_ms 1000; polars appends this
+# variable's settings to them as it loads, and the later ones win): on x22 ~350 MB of the sweep's
+# freed arrays were still resident when cpu_slices' join started, and that sum was the build's peak
+# RSS (stages 1,020-1,073 MB; with this 898-912). Returned after 100 ms of disuse instead, the
+# sweep's own reuse stays (at once, 0 ms: sweep +0.4 CPU-s of page faults). A user's value wins.
+POLARS_ALLOCATOR = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:100,muzzy_decay_ms:0")
 
 
 def preload() -> None:
     """Start importing what the sweep needs on a background thread, while the caller's DuckDB
     statements run. For a caller about to nest (a linked build); commands that never nest do not
     call it and import neither. The sweep waits for the import to finish."""
+    if "polars" not in sys.modules:  # its allocator reads the setting once, as it loads
+        os.environ.setdefault(*POLARS_ALLOCATOR)
     background.imports(*SWEEP_MODULES)
 
 
