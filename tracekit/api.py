@@ -13,6 +13,7 @@ import duckdb
 
 from . import database, model, queries, sqlsafety
 from .errors import QueryError, TraceFormatError
+from .render import BATCH_ROWS
 from .result import Result
 from .schema import TABLES
 from .sources import discover
@@ -62,9 +63,6 @@ def needs_link(con: duckdb.DuckDBPyConnection, sql: str) -> bool:
     if tree.get("error"):
         return bool(_LINKED_RE.search(sql))
     return bool(_names(tree, set()) & _LINKED)
-
-
-BATCH_ROWS = 10_000
 
 
 def _reader(rel) -> pa.RecordBatchReader:

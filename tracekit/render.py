@@ -88,6 +88,7 @@ def _cell(value, exact: bool = False) -> str:
 # Characters a terminal acts on (escape sequences, carriage returns): shown escaped in table cells.
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
 _CONTROL_RE = "[" + "".join(f"\\x{{{c:02x}}}" for c in _CONTROL) + "]"  # the same, as an RE2 class
+# Rows per Arrow batch, read from DuckDB (api) and rendered (here).
 BATCH_ROWS = 10_000
 
 
