@@ -602,8 +602,8 @@ def _runtime_calls(con, kind: str = "TABLE") -> None:
     parse, typed = fields.typed(fields.RUNTIME, "args")
     # A call's stack is its row of _nest (_cpu's order), not read back from cpu_slices. Each join
     # hashes its right side, the narrower: planned by estimates, the join with the ops' names hashed
-    # the wide calls (the calls are underestimated), and that plan's rows reached the database file
-    # only at the final checkpoint (x22, two threads, with the checkpoint: 1.18 -> 1.07 CPU-s).
+    # the wide calls (the calls are underestimated). x22, two threads: the statement 1.25-1.50 ->
+    # 0.97-1.18 CPU-s in the build (loaded machine).
     _right_side_hashed(
         con,
         f"""
