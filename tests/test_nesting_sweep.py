@@ -84,6 +84,8 @@ def _rows(path) -> list[tuple]:
 @pytest.mark.parametrize("seed", range(6))
 def test_sweep_nests_exactly_as_the_range_join(tmp_path, monkeypatch, seed, perturb):
     path = _trace(tmp_path, seed, perturb)
+    if seed % 2:  # the sweep stores _nest in parts of 7 rows (of hundreds)
+        monkeypatch.setattr(link, "NEST_ROWS", 7)
     used = []
     sweep = link._sweep
     monkeypatch.setattr(link, "_sweep", lambda con, meanwhile=None: used.append(sweep(con, meanwhile)) or used[-1])
@@ -146,12 +148,14 @@ def test_sweep_stacks_known_by_construction(tmp_path, monkeypatch):
     ]
 
 
+@pytest.mark.parametrize("part_rows", [None, 7, 64])
 @pytest.mark.parametrize("sweep", [True, False])
 @pytest.mark.parametrize("seed", range(3))
-def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep):
+def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep, part_rows):
     """``_nest`` (one row per CPU slice, in ``_cpu``'s order), made by the sweep or from the range
     join's stacks, holds each slice's stack and children as ``cpu_slices`` stores them when the
-    range join nests the same trace."""
+    range join nests the same trace; also when the sweep makes and stores it in parts of
+    ``part_rows`` rows (of hundreds)."""
     path = _trace(tmp_path, seed, "leaf_overhang")
     columns = "id, depth, parent_id, root_id, op_id, top_op_id, annotation_id, annotation_ids, annotations, children"
     monkeypatch.setattr(link, "_sweep", lambda con, meanwhile=None: False)
@@ -161,6 +165,8 @@ def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep)
         ).fetchall()
     if sweep:
         monkeypatch.undo()
+    if part_rows:
+        monkeypatch.setattr(link, "NEST_ROWS", part_rows)
     con = duckdb.connect()
     database.build(con, database.discover([path]))
     link.nest(con)

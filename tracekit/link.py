@@ -32,7 +32,7 @@ import concurrent.futures
 import os
 import queue
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -246,27 +246,33 @@ def _sweep(con, meanwhile: Callable[[duckdb.DuckDBPyConnection], object] | None 
             FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}"""
     ).pl()
     leaves = con.sql(f"SELECT id, lane, pos, k0, k1 FROM _cpu WHERE kind IN {_in(LAUNCH_KINDS)}").pl()
+    made: set[str] = set()
+
+    def store(name: str, rows: pa.Table) -> None:
+        _to_table(con, name, rows, append=name in made)
+        made.add(name)
+
     if meanwhile is None:
-        return _swept(pl, df, leaves, lambda name, rows: _to_table(con, name, rows))
+        return _swept(pl, df, leaves, store)
     # The arrays are computed on another thread (polars, mostly one core) while this one runs
     # ``meanwhile``'s statements on ``con`` (DuckDB releases the GIL as they run), then stores
-    # each table as it comes (the next one is computed meanwhile; none is held longer than that).
+    # each part as it comes (the next one is computed meanwhile; none is held longer than that).
     ready: queue.Queue = queue.Queue()
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tracekit-sweep") as pool:
         job = pool.submit(_swept, pl, df, leaves, lambda name, rows: ready.put((name, rows)))
         job.add_done_callback(lambda _: ready.put(None))
         meanwhile(con)
         while (item := ready.get()) is not None:
-            _to_table(con, *item)
+            store(*item)
             del item
         return job.result()
 
 
 def _swept(pl, df, leaves, put: Callable[[str, pa.Table], object]) -> bool:
-    """Give ``put`` the sweep's tables (``_anc``, ``_nest``)
-    from the containers ``df`` and the calls ``leaves`` (both from ``_cpu``); False (none given)
-    when the containers do not nest cleanly. It uses no connection: ``_sweep`` may run it on
-    another thread."""
+    """Give ``put`` the sweep's tables (``_anc``, then ``_nest`` in parts of ``NEST_ROWS`` rows,
+    in order) from the containers ``df`` and the calls ``leaves`` (both from ``_cpu``); False
+    (none given) when the containers do not nest cleanly. It uses no connection: ``_sweep`` may
+    run it on another thread."""
     n = df.height
     if n == 0:
         return False
@@ -314,7 +320,9 @@ def _swept(pl, df, leaves, put: Callable[[str, pa.Table], object]) -> bool:
     up = _stacks(pl, df, c, dc, pg, al, cl)
     del al, cl
     child_l, parent_l, child = _sweep_leaves(pl, df, leaves, depth, at_level, c, pg)
-    put("_nest", _nest_rows(pl, df, depth, leaves, child_l, parent_l, child, up))
+    for part in _nest_rows(pl, df, depth, leaves, child_l, parent_l, child, up):
+        put("_nest", part)
+        del part
     return True
 
 
@@ -375,8 +383,14 @@ def _up(pl, cont, c, pg, root, op, top_op, ann, al, cl) -> dict:
     }
 
 
-def _nest_rows(pl, cont, depth, leaves, child_l, parent_l, child, up: dict) -> pa.Table:
-    """``_nest``: every CPU slice's stack and children as ``cpu_slices`` stores them, in ``_cpu``'s order.
+# ``_nest`` is made and stored in parts of this many rows: the whole table at once (x22: 865k
+# rows, ~110 MB of Arrow arrays, ~120 MB once copied into DuckDB) was held twice at the peak.
+NEST_ROWS = 1 << 18
+
+
+def _nest_rows(pl, cont, depth, leaves, child_l, parent_l, child, up: dict) -> Iterator[pa.Table]:
+    """``_nest``: every CPU slice's stack and children as ``cpu_slices`` stores them, in ``_cpu``'s order
+    (parts of ``NEST_ROWS`` rows).
 
     ``cont``/``leaves`` are the containers and the calls, ``depth`` the containers' depths;
     ``child_l``/``parent_l`` each call with a parent and that parent (indexes), ``child`` the
@@ -386,6 +400,7 @@ def _nest_rows(pl, cont, depth, leaves, child_l, parent_l, child, up: dict) -> p
     depth 0 and itself as root.
     """
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     n, m = cont.height, leaves.height
     ids = cont["id"]
@@ -393,43 +408,51 @@ def _nest_rows(pl, cont, depth, leaves, child_l, parent_l, child, up: dict) -> p
     none = pl.zeros(m, dtype=pl.Int64, eager=True)
     children = pl.zeros(n, dtype=pl.Int64, eager=True).scatter(child["p"], child["children"])
     child_ns = pl.zeros(n, dtype=pl.Int64, eager=True).scatter(child["p"], child["child_ns"])
+    children, child_ns = pl.concat([children, none]), pl.concat([child_ns, none])
     # Containers and calls together, in axis order.
     order = pl.concat([cont["pos"], leaves["pos"]]).arg_sort()
-    own = pl.concat([ids, leaves["id"]]).gather(order)
-    p = pl.concat([up["parent"], leaf_parent]).gather(order)
-    has = p.is_not_null()
-    pz = p.fill_null(0)
+    own_all = pl.concat([ids, leaves["id"]]).gather(order)
+    p_all = pl.concat([up["parent"], leaf_parent]).gather(order)
+    del leaf_parent, none
     # Each slice's annotations: its parent's list (list n is the empty one) of container indexes,
     # then their ids and names (polars gathers the lists ~10x faster than pyarrow's take on x22).
     lists = pl.from_arrow(pa.ListArray.from_arrays(up["aos_offsets"].to_arrow(), up["aos"].to_arrow()))
-    taken = lists.gather(p.fill_null(n)).to_arrow()
-    offsets, members = taken.offsets, pl.from_arrow(taken.flatten())
-    return pa.table(
-        {
-            "id": own.to_arrow(),
-            "depth": pl.select(pl.when(has).then(depth.gather(pz) + 1).otherwise(0))
-            .to_series()
-            .cast(pl.Int32)
-            .to_arrow(),
-            "parent_id": ids.gather(p).to_arrow(),
-            "root_id": pl.select(pl.when(has).then(ids.gather(up["root"].gather(pz))).otherwise(own))
-            .to_series()
-            .to_arrow(),
-            "op_id": ids.gather(up["op"].gather(p)).to_arrow(),
-            "top_op_id": ids.gather(up["top_op"].gather(p)).to_arrow(),
-            "annotation_id": ids.gather(up["ann"].gather(p)).to_arrow(),
-            "annotation_ids": pa.ListArray.from_arrays(offsets, ids.gather(members).to_arrow()),
-            "annotations": pa.ListArray.from_arrays(offsets, cont["name"].gather(members).to_arrow()),
-            "children": pl.concat([children, none]).gather(order).cast(pl.Int32).to_arrow(),
-            "child_ns": pl.concat([child_ns, none]).gather(order).to_arrow(),
-        }
-    )
+    for start in range(0, n + m, NEST_ROWS):
+        o, own, p = order.slice(start, NEST_ROWS), own_all.slice(start, NEST_ROWS), p_all.slice(start, NEST_ROWS)
+        has = p.is_not_null()
+        pz = p.fill_null(0)
+        taken = lists.gather(p.fill_null(n)).to_arrow()
+        offsets = pc.subtract(taken.offsets, taken.offsets[0])
+        members = pl.from_arrow(taken.flatten())
+        yield pa.table(
+            {
+                "id": own.to_arrow(),
+                "depth": pl.select(pl.when(has).then(depth.gather(pz) + 1).otherwise(0))
+                .to_series()
+                .cast(pl.Int32)
+                .to_arrow(),
+                "parent_id": ids.gather(p).to_arrow(),
+                "root_id": pl.select(pl.when(has).then(ids.gather(up["root"].gather(pz))).otherwise(own))
+                .to_series()
+                .to_arrow(),
+                "op_id": ids.gather(up["op"].gather(p)).to_arrow(),
+                "top_op_id": ids.gather(up["top_op"].gather(p)).to_arrow(),
+                "annotation_id": ids.gather(up["ann"].gather(p)).to_arrow(),
+                "annotation_ids": pa.ListArray.from_arrays(offsets, ids.gather(members).to_arrow()),
+                "annotations": pa.ListArray.from_arrays(offsets, cont["name"].gather(members).to_arrow()),
+                "children": children.gather(o).cast(pl.Int32).to_arrow(),
+                "child_ns": child_ns.gather(o).to_arrow(),
+            }
+        )
 
 
-def _to_table(con, name: str, rows: pa.Table) -> None:
-    """Create the TEMP table ``name`` from the Arrow table ``rows``."""
+def _to_table(con, name: str, rows: pa.Table, append: bool = False) -> None:
+    """Create the TEMP table ``name`` from the Arrow table ``rows``, or add them to it (``append``)."""
     con.register(f"{name}_rows", rows)
-    con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM {name}_rows")
+    if append:
+        con.execute(f"INSERT INTO {name} SELECT * FROM {name}_rows")
+    else:
+        con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM {name}_rows")
     con.unregister(f"{name}_rows")
 
 
