@@ -220,3 +220,31 @@ def test_a_linked_build_is_the_same_whichever_way_it_commits(trace_file, tmp_pat
     finally:
         con.close()
     assert not db.with_name(db.name + ".wal").exists()  # checkpointed: nothing left in a log
+
+
+@pytest.mark.parametrize("way", ["build", "link later"])
+def test_a_database_is_written_one_row_group_at_a_time(trace_file, tmp_path, monkeypatch, way):
+    """A connection that writes a database (a linked build, linking a loaded file later; a parallel load's parts
+    and merge use the same ``database.build_config``) flushes each row group of a bulk write as it fills, rather
+    than holding several per thread in memory: seen from inside the parse and the model's build."""
+    path, truth = trace_file
+    seen = []
+    build, ingest_ = model.build, database.ingest.ingest
+
+    def setting(con):
+        return con.sql("SELECT current_setting('write_buffer_row_group_count')").fetchall()[0][0]
+
+    monkeypatch.setattr(model, "build", lambda con, *a, **k: seen.append(setting(con)) or build(con, *a, **k))
+    monkeypatch.setattr(
+        database.ingest, "ingest", lambda con, *a, **k: seen.append(setting(con)) or ingest_(con, *a, **k)
+    )
+    db = tmp_path / "t.duckdb"
+    if way == "build":
+        database.build_file([path], db, linked=True)
+    else:
+        tracekit.load(path, output=db).close()
+        seen.clear()
+        assert database.link_file(db)
+    assert seen and set(seen) == {1}, seen
+    with tracekit.open(db) as trace:
+        assert trace.linked and trace.sql("SELECT count(*) AS n FROM gpu_ops")["n"][0] >= len(truth["gpu_ops"])

@@ -89,7 +89,7 @@ def load_part(
     skipped: list[str] = []  # ingest's warning that the file, found in a directory, holds no trace
     try:
         limit = memory_limit or database.auto_memory_limit([source])
-        config: dict[str, str | bool | int | float | list[str]] = {"checkpoint_threshold": "1TB", "memory_limit": limit}
+        config = database.build_config(limit)
         if threads:
             config["threads"] = str(threads)
         tmp = Path(part).with_name(Path(part).name + ".tmp")
@@ -218,7 +218,7 @@ def write_merged(
     """Write the database ``out`` from loaded parts, atomically (``outputs.replacing``)."""
     limit = memory_limit or database.auto_memory_limit(sources)
     with outputs.replacing(out, inputs=[s.path for s in sources]) as tmp:
-        con = duckdb.connect(str(tmp), config={"checkpoint_threshold": "1TB", "memory_limit": limit})
+        con = duckdb.connect(str(tmp), config=database.build_config(limit))
         try:
             con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
             ingest.create_tables(con)
