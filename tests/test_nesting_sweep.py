@@ -15,6 +15,7 @@ join's, row by row.
 from __future__ import annotations
 
 import random
+import threading
 
 import duckdb
 import pytest
@@ -50,10 +51,10 @@ def _tree(b: TraceBuilder, rng: random.Random, start: int, end: int, depth: int,
         t += length + GRID * rng.randint(0, 1)
 
 
-def _trace(tmp_path, seed: int, perturb: str | None):
+def _trace(tmp_path, seed: int, perturb: str | None, tids=(11, 12)):
     rng = random.Random(seed)
     b = TraceBuilder()
-    for tid in (11, 12):
+    for tid in tids:
         _tree(b, rng, 0, 400 * GRID, 0, tid)
     if perturb == "overhang":
         b.cpu_op("aten::host", 500 * GRID, 20 * GRID, tid=11)
@@ -65,10 +66,11 @@ def _trace(tmp_path, seed: int, perturb: str | None):
         b.runtime_call("cudaLaunchKernel", 506 * GRID, 4 * GRID + 300, tid=11)  # inner's, 300 ns past its end
         b.runtime_call("cudaLaunchKernel", 512 * GRID, 8 * GRID + 300, tid=11)  # host's: inner has closed
         b.runtime_call("cudaLaunchKernel", 519 * GRID, GRID + 2000, tid=11)  # past host by more than BLEED_NS
-    elif perturb == "overlap":
-        b.cpu_op("aten::host", 500 * GRID, 20 * GRID, tid=11)
-        b.cpu_op("aten::partial", 510 * GRID, 30 * GRID, tid=11)  # starts inside, ends far outside
-        b.cpu_op("aten::after", 521 * GRID, 2 * GRID, tid=11)
+    elif perturb in ("overlap", "overlap_12"):  # on the first thread, or on the second (its own sweep group)
+        tid = 12 if perturb == "overlap_12" else 11
+        b.cpu_op("aten::host", 500 * GRID, 20 * GRID, tid=tid)
+        b.cpu_op("aten::partial", 510 * GRID, 30 * GRID, tid=tid)  # starts inside, ends far outside
+        b.cpu_op("aten::after", 521 * GRID, 2 * GRID, tid=tid)
     b.finish()
     path = tmp_path / f"nest{seed}{perturb or ''}.json"
     b.write(path)
@@ -80,18 +82,22 @@ def _rows(path) -> list[tuple]:
         return trace.con.execute("SELECT * EXCLUDE (trace_id) FROM cpu_slices ORDER BY id").fetchall()
 
 
-@pytest.mark.parametrize("perturb", [None, "leaf_overhang", "overhang", "overlap"])
+@pytest.mark.parametrize("perturb", [None, "leaf_overhang", "overhang", "overlap", "overlap_12"])
 @pytest.mark.parametrize("seed", range(6))
 def test_sweep_nests_exactly_as_the_range_join(tmp_path, monkeypatch, seed, perturb):
     path = _trace(tmp_path, seed, perturb)
     if seed % 2:  # the sweep stores _nest in parts of 7 rows (of hundreds)
         monkeypatch.setattr(link, "NEST_ROWS", 7)
-    used = []
-    sweep = link._sweep
-    monkeypatch.setattr(link, "_sweep", lambda con, meanwhile=None: used.append(sweep(con, meanwhile)) or used[-1])
+    used, groups = [], []
+    sweep, swept = link._sweep, link._swept
+    monkeypatch.setattr(link, "_sweep", lambda con: used.append(sweep(con)) or used[-1])
+    monkeypatch.setattr(
+        link, "_swept", lambda pl, df, *rest: groups.append(df["lane"].unique().len()) or swept(pl, df, *rest)
+    )
     fast = _rows(path)
     assert used == [perturb in (None, "leaf_overhang")]  # the sweep nests clean traces, and declines the others
-    monkeypatch.setattr(link, "_sweep", lambda con, meanwhile=None: False)
+    assert groups == [1, 1]  # each thread swept on its own, a declined group's too; nothing of it is left behind
+    monkeypatch.setattr(link, "_sweep", lambda con: False)
     reference = _rows(path)
     assert len(fast) == len(reference) > 50
     assert fast == reference
@@ -120,7 +126,7 @@ def test_sweep_stacks_known_by_construction(tmp_path, monkeypatch):
     b.write(path)
     used = []
     sweep = link._sweep
-    monkeypatch.setattr(link, "_sweep", lambda con, meanwhile=None: used.append(sweep(con, meanwhile)) or used[-1])
+    monkeypatch.setattr(link, "_sweep", lambda con: used.append(sweep(con)) or used[-1])
     with tracekit.load(path) as trace:
         rows = trace.sql(
             """SELECT s.name, s.depth, p.name AS p, r.name AS r, o.name AS o, t.name AS t, a.name AS a, s.annotations, s.children, s.self_ns,
@@ -148,17 +154,22 @@ def test_sweep_stacks_known_by_construction(tmp_path, monkeypatch):
     ]
 
 
+@pytest.mark.parametrize(
+    ("sweep_parts", "slow_group"),
+    [(2, None), (1, None), (3, 0), (3, 1)],  # 4 threads in 1-3 groups; a group done after the ones behind it
+)
 @pytest.mark.parametrize("part_rows", [None, 7, 64])
 @pytest.mark.parametrize("sweep", [True, False])
 @pytest.mark.parametrize("seed", range(3))
-def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep, part_rows):
+def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep, part_rows, sweep_parts, slow_group):
     """``_nest`` (one row per CPU slice, in ``_cpu``'s order), made by the sweep or from the range
     join's stacks, holds each slice's stack and children as ``cpu_slices`` stores them when the
     range join nests the same trace; also when the sweep makes and stores it in parts of
-    ``part_rows`` rows (of hundreds)."""
-    path = _trace(tmp_path, seed, "leaf_overhang")
+    ``part_rows`` rows (of hundreds), with the threads swept in ``sweep_parts`` groups at once,
+    whichever group ends first (``slow_group`` waits for every other group to end)."""
+    path = _trace(tmp_path, seed, "leaf_overhang", tids=(11, 12, 13, 14))
     columns = "id, depth, parent_id, root_id, op_id, top_op_id, annotation_id, annotation_ids, annotations, children"
-    monkeypatch.setattr(link, "_sweep", lambda con, meanwhile=None: False)
+    monkeypatch.setattr(link, "_sweep", lambda con: False)
     with tracekit.load(path) as trace:
         reference = trace.con.execute(
             f"SELECT {columns}, self_ns FROM cpu_slices WHERE kind IN {in_list(CPU_NEST_KINDS)} ORDER BY id"
@@ -167,9 +178,31 @@ def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep,
         monkeypatch.undo()
     if part_rows:
         monkeypatch.setattr(link, "NEST_ROWS", part_rows)
+    monkeypatch.setattr(link, "SWEEP_PARTS", sweep_parts)
+    groups: list[int] = []
+    others_done = threading.Semaphore(0)  # released once by each group but the slow one, as it ends
+    parts, swept = link._lane_parts, link._swept
+    made = []
+    monkeypatch.setattr(link, "_lane_parts", lambda *a: made.append(parts(*a)) or made[-1])
+
+    def timed(pl, df, leaves, put):
+        k = len(groups)  # submitted in order
+        groups.append(df.height)
+        if k == slow_group:
+            for _ in range(len(made[-1]) - 1):
+                assert others_done.acquire(timeout=30)
+        try:
+            return swept(pl, df, leaves, put)
+        finally:
+            if k != slow_group:
+                others_done.release()
+
+    monkeypatch.setattr(link, "_swept", timed)
     con = duckdb.connect()
     database.build(con, database.discover([path]))
     link.nest(con)
+    if sweep:  # 4 threads of about equal size: cut at the nearest thread boundaries, into 1, 2 or 3 groups
+        assert len(groups) == sweep_parts and sum(groups) > 50
     assert link._exists(con, "_nest") == sweep  # the sweep makes it at once; the range join's leaf step below
     link._nest_leaves(con)
     got = con.execute(
@@ -184,19 +217,6 @@ def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep,
         **dict.fromkeys(["id", "parent_id", "root_id", "op_id", "top_op_id", "annotation_id", "child_ns"], "BIGINT"),
         **{"depth": "INTEGER", "children": "INTEGER", "annotation_ids": "BIGINT[]", "annotations": "VARCHAR[]"},
     }
-
-
-@pytest.mark.parametrize("perturb", [None, "overlap"])
-def test_nest_runs_meanwhile_once_before_its_tables(tmp_path, perturb):
-    """``nest``'s ``meanwhile`` runs once, on the caller's connection, before the nest's tables exist:
-    while the sweep computes (a clean trace) or before the range join (a trace the sweep declines)."""
-    con = duckdb.connect()
-    database.build(con, database.discover([_trace(tmp_path, 1, perturb)]))
-    seen = []
-    link.nest(con, meanwhile=lambda c: seen.append((c is con, link._exists(c, "_anc"), link._exists(c, "_cpu"))))
-    assert seen == [(True, False, True)]
-    assert link._exists(con, "_nest") == (perturb is None)  # the sweep's, or the range join's after its leaf step
-    assert link._exists(con, "_anc")
 
 
 @pytest.mark.parametrize("sweep", [True, False])
@@ -216,7 +236,7 @@ def test_slices_without_pid_or_tid_are_nested_not_dropped(tmp_path, monkeypatch,
 ]}"""
     )
     if not sweep:
-        monkeypatch.setattr(link, "_sweep", lambda con, meanwhile=None: False)
+        monkeypatch.setattr(link, "_sweep", lambda con: False)
     with tracekit.load(path) as trace:
         rows = trace.sql(
             """SELECT s.name, s.depth, p.name AS parent, s.self_ns FROM cpu_slices s LEFT JOIN cpu_slices p ON p.id = s.parent_id
@@ -283,3 +303,22 @@ def test_preload_sets_polars_allocator_before_it_loads_unless_the_user_did(user)
     setting, loaded = out.split()
     # polars 1.27+ puts its defaults before it ("500,1000,<ours>"); an older one reads it alone.
     assert setting.split(",")[-len((user or value).split(",")) :] == (user or value).split(",") and loaded == "True"
+
+
+def test_lane_parts_cut_whole_threads_near_equal_sizes_by_construction():
+    """Containers on threads (lanes) of 5, 1, 1 and 5 slices; calls on lanes with no container (0, 5)
+    and on lane 2. Two groups cut at the boundary nearest the middle (6 | 6): each call goes with its
+    lane's neighbours in axis order; more groups than lanes give one lane per group at most."""
+    import polars as pl
+
+    lanes = [1] * 5 + [2] + [3] + [4] * 5
+    df = pl.DataFrame({"lane": lanes, "pos": [2 * i + 1 for i in range(12)]})
+    leaves = pl.DataFrame({"lane": [0, 2, 5, 5], "pos": [0, 11, 30, 31]})
+
+    def shape(groups):
+        return [(g["lane"].to_list(), lv["lane"].to_list()) for g, lv in groups]
+
+    assert shape(link._lane_parts(df, leaves, 2)) == [([1] * 5 + [2], [0, 2]), ([3] + [4] * 5, [5, 5])]
+    assert shape(link._lane_parts(df, leaves, 1)) == [(lanes, [0, 2, 5, 5])]
+    assert shape(link._lane_parts(df, leaves, 12)) == [([1] * 5, [0]), ([2], [2]), ([3], []), ([4] * 5, [5, 5])]
+    assert shape(link._lane_parts(df.clear(), leaves, 2)) == [([], [0, 2, 5, 5])]

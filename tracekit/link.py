@@ -33,7 +33,7 @@ import os
 import queue
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -79,9 +79,7 @@ def preload() -> None:
     background.imports(*SWEEP_MODULES)
 
 
-def nest(
-    con: duckdb.DuckDBPyConnection, meanwhile: Callable[[duckdb.DuckDBPyConnection], object] | None = None
-) -> None:
+def nest(con: duckdb.DuckDBPyConnection) -> None:
     """Create the working tables: ``_cpu`` (every CPU slice with its position on the
     axis), ``_anc`` (container ancestors: id, aid; the range join's also a_pos,
     a_end, akind, aname), which the attribution reads, and ``_nest``, every CPU
@@ -89,42 +87,23 @@ def nest(
     (``_sweep``); or, on the range join's path, the containers' stacks
     ``_cstack`` and the containers (``_cont``) for the calls' parents, from
     which ``_nest_leaves`` makes ``_nest``. ``drop_work`` removes them.
-
-    ``meanwhile(con)``, statements that read none of these tables, runs once,
-    while the sweep computes on another thread (the sweep's polars work is
-    mostly one core's: the other runs DuckDB), or before the range join.
     """
     preload()  # imported while _axis runs, when the caller has not started it already
-    ran: list[object] = []
-
-    def beside(c: duckdb.DuckDBPyConnection) -> None:
-        if meanwhile is not None and not ran:
-            ran.append(meanwhile(c))
-
     con.execute("SET prefer_range_joins = true")
     keyed = _axis(con)
-    if keyed or not _sweep(con, beside):
-        beside(con)
+    if keyed or not _sweep(con):
         con.execute(f"CREATE TEMP TABLE _cont AS SELECT * FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}")
         _nest_containers(con, keyed)
 
 
-def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE", independent: bool = True) -> None:
-    """Create the linked tables (``kind``: TABLE, or TEMP TABLE for a read-only database) after ``nest``;
-    those that do not read the nest (``build_independent``) too, unless ``independent`` is False."""
+def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
+    """Create the linked tables (``kind``: TABLE, or TEMP TABLE for a read-only database) after ``nest``."""
     _nest_leaves(con)  # the range join's path: the calls' parents and _nest (the sweep made it already)
     _cpu_slices(con, kind)
     _runtime_calls(con, kind)
     for t in ("_nest", "_cstack", "_lstack", "_lparent", "_child"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     _gpu_ops(con, kind)
-    if independent:
-        build_independent(con, kind)
-
-
-def build_independent(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
-    """The linked tables that read no working table of ``nest`` (python_functions, collectives):
-    the model builds them while the sweep computes (``nest``'s ``meanwhile``)."""
     _python_functions(con, kind)
     _collectives(con, kind)
 
@@ -218,7 +197,15 @@ def _nest_containers(con, keyed: bool) -> None:
     )
 
 
-def _sweep(con, meanwhile: Callable[[duckdb.DuckDBPyConnection], object] | None = None) -> bool:
+# The sweep's threads (lanes) are split into this many groups of about equal rows, each swept on a
+# thread of its own (polars releases the GIL as it computes). x22 (two threads of ~264k containers),
+# stages on a quiet 2-core machine, 4 alternating pairs: 6.65 -> 6.41 s; the sweep alone 0.70-0.82
+# -> 0.49-0.53 s wall. Statements beside the sweep (the linked tables that do not read it, the rules)
+# then saved nothing measurable (6.44 s either way), so nothing runs beside it any more.
+SWEEP_PARTS = 2
+
+
+def _sweep(con) -> bool:
     """Nest the containers in one ordered pass; False (nothing created) when they do not nest cleanly.
 
     On the axis (threads apart, slices in ``pos`` order), the slices open at
@@ -235,6 +222,10 @@ def _sweep(con, meanwhile: Callable[[duckdb.DuckDBPyConnection], object] | None 
     the same (slice, ancestor) rows that ``_anc`` holds, which list each
     slice's ancestors outermost first; a call's parent from binary searches
     (``_sweep_leaves``).
+
+    Nothing nests across threads, so the threads are swept in groups
+    (``_lane_parts``), at once; this thread stores what they give, ``_nest``
+    in ``_cpu``'s order (a later group's rows wait for the groups before it).
     """
     background.wait(*SWEEP_MODULES)
     import polars as pl
@@ -252,20 +243,72 @@ def _sweep(con, meanwhile: Callable[[duckdb.DuckDBPyConnection], object] | None 
         _to_table(con, name, rows, append=name in made)
         made.add(name)
 
-    if meanwhile is None:
-        return _swept(pl, df, leaves, store)
-    # The arrays are computed on another thread (polars, mostly one core) while this one runs
-    # ``meanwhile``'s statements on ``con`` (DuckDB releases the GIL as they run), then stores
-    # each part as it comes (the next one is computed meanwhile; none is held longer than that).
+    parts = _lane_parts(df, leaves, SWEEP_PARTS)
+    del df, leaves
+    if len(parts) == 1:
+        return _swept(pl, parts[0][0], parts[0][1], store)
     ready: queue.Queue = queue.Queue()
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tracekit-sweep") as pool:
-        job = pool.submit(_swept, pl, df, leaves, lambda name, rows: ready.put((name, rows)))
-        job.add_done_callback(lambda _: ready.put(None))
-        meanwhile(con)
-        while (item := ready.get()) is not None:
-            store(*item)
-            del item
-        return job.result()
+    held: list[list] = [[] for _ in parts]  # a group's _nest parts, until the groups before it are stored
+    ended = [False] * len(parts)
+    with concurrent.futures.ThreadPoolExecutor(len(parts), thread_name_prefix="tracekit-sweep") as pool:
+
+        def to_queue(k: int) -> Callable[[str | None, pa.Table | None], None]:
+            """What group ``k`` gives, tagged (``None, None``: it is done)."""
+            return lambda name, rows: ready.put((k, name, rows))
+
+        jobs = [pool.submit(_swept, pl, cont, calls, to_queue(k)) for k, (cont, calls) in enumerate(parts)]
+        del parts
+        for k, job in enumerate(jobs):
+            job.add_done_callback(_ended(to_queue(k)))
+        current = 0  # the group whose _nest parts are stored as they come
+        while current < len(jobs):
+            k, name, rows = ready.get()
+            if name is None:  # group k is done
+                ended[k] = True
+                while current < len(jobs) and ended[current]:
+                    current += 1
+                    if current < len(jobs):
+                        for item in held[current]:
+                            store(*item)
+                        held[current].clear()
+            elif name == "_anc" or k == current:  # _anc's order does not matter
+                store(name, rows)
+            else:
+                held[k].append((name, rows))
+            del rows
+        swept = [job.result() for job in jobs]
+    if all(swept):
+        return True
+    for name in made:  # a group that did not nest cleanly: the range join nests them all
+        con.execute(f"DROP TABLE {name}")
+    return False
+
+
+def _ended(give: Callable[[str | None, pa.Table | None], None]) -> Callable[[concurrent.futures.Future], None]:
+    """A done-callback of a sweep group's job: ``give(None, None)``."""
+    return lambda _: give(None, None)
+
+
+def _lane_parts(df, leaves, parts: int) -> list[tuple[Any, Any]]:
+    """The containers ``df`` and the calls ``leaves`` (both in axis order, so by lane) in up to
+    ``parts`` groups of whole lanes, cut at the lane boundaries nearest to equal numbers of containers."""
+    n = df.height
+    if n == 0:
+        return [(df, leaves)]
+    lane = df["lane"]
+    cuts = []
+    for i in range(1, parts):
+        at = lane[i * n // parts]
+        first = int(lane.search_sorted(at, side="left"))
+        after = int(lane.search_sorted(at, side="right"))
+        cuts.append(first if i * n // parts - first <= after - i * n // parts else after)
+    bounds = sorted({0, n, *cuts})
+    groups = []
+    for a, b in zip(bounds, bounds[1:]):
+        la = 0 if a == 0 else int(leaves["lane"].search_sorted(lane[a], side="left"))
+        lb = leaves.height if b == n else int(leaves["lane"].search_sorted(lane[b], side="left"))
+        groups.append((df[a:b], leaves[la:lb]))
+    return groups
 
 
 def _swept(pl, df, leaves, put: Callable[[str, pa.Table], object]) -> bool:

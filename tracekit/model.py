@@ -11,10 +11,6 @@ below is built over them by ``build``, once per database, either at load time
 4. ``attribution``: cpu_stage_decisions, gpu_op_stage_decisions, attention_calls;
 5. ``views``: views over the linked tables (cpu_stages, gpu_op_stages, cpu_ops, ...).
 
-What reads nothing the nest makes (the ``rules`` step, python_functions and
-collectives) is built while the nest's sweep computes on another thread
-(``BESIDE_NEST``): a 2-core machine then does both at once.
-
 Re-attribution with other rule folders (``--rules``) runs steps 1, 3 and 4
 again as TEMP tables of one connection, which shadow the stored ones.
 """
@@ -24,7 +20,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -149,11 +145,6 @@ class Context:
 
     temp: bool
     rule_dirs: tuple[Path, ...]
-    # What ran beside the nest (while the sweep computed): step names, and INDEPENDENT for
-    # the linked tables that do not read the nest.
-    done: set[str] = field(default_factory=set)
-    # The nest step's ``meanwhile`` (see ``build``).
-    beside_nest: Callable[[duckdb.DuckDBPyConnection], object] | None = None
 
     @property
     def kind(self) -> str:
@@ -178,11 +169,9 @@ def _views(con: duckdb.DuckDBPyConnection, ctx: Context) -> None:
         con.execute(macro.create(temp=ctx.temp))
 
 
-INDEPENDENT = "link:independent"
-
 STEPS: tuple[Step, ...] = (
-    Step("nest", (), lambda con, ctx: link.nest(con, meanwhile=ctx.beside_nest)),
-    Step("link", link.TABLES, lambda con, ctx: link.build_tables(con, ctx.kind, INDEPENDENT not in ctx.done)),
+    Step("nest", (), lambda con, ctx: link.nest(con)),
+    Step("link", link.TABLES, lambda con, ctx: link.build_tables(con, ctx.kind)),
     Step("rules", tuple(f"rule_{n}" for n in rules.names()), lambda con, ctx: rules.load(con, ctx.rule_dirs, ctx.temp)),
     Step("attribution", attribution.TABLES, lambda con, ctx: attribution.build(con, temp=ctx.temp)),
     Step("views", tuple(VIEWS), _views),
@@ -191,9 +180,6 @@ STEPS: tuple[Step, ...] = (
 # that write the large tables are not: committed at once, they made the final checkpoint
 # 0.4-1.4 s slower on x22.
 SMALL_STEPS = ("rules", "views")
-# Steps that read nothing the nest makes: run while the sweep computes (``link.nest``'s
-# ``meanwhile``), with the linked tables that do not read it (``link.build_independent``).
-BESIDE_NEST = ("rules",)
 # What re-attribution over a linked database runs again.
 REATTRIBUTE = ("nest", "rules", "attribution")
 
@@ -217,12 +203,10 @@ def build(
     unknown = set(wanted) - {s.name for s in STEPS}
     if unknown:
         raise ValueError(f"unknown model steps: {', '.join(sorted(unknown))}")
-    base = Context(temp, tuple(Path(d) for d in rule_dirs))
-    # The nest's sweep computes on one core; the other builds what does not need it meanwhile.
-    ctx = replace(base, beside_nest=lambda c: _beside_nest(c, base, wanted)) if "nest" in wanted else base
+    ctx = Context(temp, tuple(Path(d) for d in rule_dirs))
     try:
         for step in STEPS:
-            if step.name in wanted and step.name not in ctx.done:
+            if step.name in wanted:
                 _run(con, ctx, step)
     finally:
         link.drop_work(con)
@@ -239,17 +223,6 @@ def _run(con: duckdb.DuckDBPyConnection, ctx: Context, step: Step) -> None:
             step.run(con, ctx)
     else:
         step.run(con, ctx)
-
-
-def _beside_nest(con: duckdb.DuckDBPyConnection, ctx: Context, wanted: Sequence[str]) -> None:
-    """The wanted work that reads nothing the nest makes (run while the sweep computes), marked done."""
-    if "link" in wanted:
-        link.build_independent(con, ctx.kind)
-        ctx.done.add(INDEPENDENT)
-    for step in STEPS:
-        if step.name in BESIDE_NEST and step.name in wanted:
-            _run(con, ctx, step)
-            ctx.done.add(step.name)
 
 
 def adopt(con: duckdb.DuckDBPyConnection, comment: bool = True) -> None:
