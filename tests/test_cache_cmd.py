@@ -44,10 +44,12 @@ def test_list_and_clear(cache):
     assert "2 cached database(s)" in run("cache")
     files = sorted(cache.glob("*.duckdb"))
     _age(files[0], 40 * 86400)
+    assert sorted(cache.glob("*.lock")) == [f.with_suffix(".lock") for f in files]  # each build's lock
     assert "removed 1 cached database(s)" in run("cache", "clear", "--older-than", 30)
     assert sorted(cache.glob("*.duckdb")) == files[1:]
+    assert sorted(cache.glob("*.lock")) == [files[1].with_suffix(".lock")]  # the removed one's lock went with it
     assert "removed 1 cached database(s)" in run("cache", "clear")
-    assert not list(cache.glob("*.duckdb"))
+    assert not list(cache.iterdir())
 
 
 def test_cap_evicts_least_recently_used(cache, monkeypatch):
@@ -65,7 +67,8 @@ def test_cap_evicts_least_recently_used(cache, monkeypatch):
     assert len(left) == 2 and flash in left
     monkeypatch.setenv("TRACEKIT_CACHE_MAX", "1KB")  # smaller than any database: only the new one stays
     run("query", "gpu_timeline", SAMPLES / "cudnn.json.gz")
-    assert len(list(cache.glob("*.duckdb"))) == 1
+    (kept,) = cache.glob("*.duckdb")
+    assert list(cache.glob("*.lock")) == [kept.with_suffix(".lock")]  # the evicted ones' locks are gone
 
 
 def test_size_parsing():

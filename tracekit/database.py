@@ -497,6 +497,15 @@ def _bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, path.with_name(path.name + ".wal")) if p.exists())
 
 
+def _remove_entry(path: Path) -> None:
+    """Delete the cached database ``path``, its write-ahead log, and the lock its build took (else
+    one empty lock file per trace ever cached stayed behind). A process still waiting on that lock
+    finds the database gone and builds it again: the build is renamed into place whole, so two
+    builds of one entry waste time but never mix."""
+    for p in (path, path.with_name(path.name + ".wal"), path.with_suffix(".lock")):
+        p.unlink(missing_ok=True)
+
+
 def cache_entries() -> list[dict]:
     """The cached databases, most recently used first: file, bytes, last use, the traces they hold."""
     d = cache_dir()
@@ -527,8 +536,7 @@ def cache_clear(older_than_s: float | None = None) -> tuple[int, int]:
         if older_than_s is not None and now - f.stat().st_mtime < older_than_s:
             continue
         size = _bytes(f)
-        for p in (f, f.with_name(f.name + ".wal")):
-            p.unlink(missing_ok=True)
+        _remove_entry(f)
         n, freed = n + 1, freed + size
     return n, freed
 
@@ -550,8 +558,7 @@ def evict(keep: Path | None = None) -> list[Path]:
             continue
         size = _bytes(f)
         try:
-            for p in (f, f.with_name(f.name + ".wal")):
-                p.unlink(missing_ok=True)
+            _remove_entry(f)
         except OSError:
             continue
         total -= size
