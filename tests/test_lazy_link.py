@@ -12,7 +12,7 @@ import pytest
 from synthetic import post_variants
 
 import tracekit
-from tracekit import api, database, model, queries
+from tracekit import api, database, model, parallel, queries
 from tracekit.cli import main
 
 
@@ -222,11 +222,11 @@ def test_a_linked_build_is_the_same_whichever_way_it_commits(trace_file, tmp_pat
     assert not db.with_name(db.name + ".wal").exists()  # checkpointed: nothing left in a log
 
 
-@pytest.mark.parametrize("way", ["build", "link later"])
+@pytest.mark.parametrize("way", ["build", "link later", "parallel"])
 def test_a_database_is_written_one_row_group_at_a_time(trace_file, tmp_path, monkeypatch, way):
-    """A connection that writes a database (a linked build, linking a loaded file later; a parallel load's parts
-    and merge use the same ``database.build_config``) flushes each row group of a bulk write as it fills, rather
-    than holding several per thread in memory: seen from inside the parse and the model's build."""
+    """A connection that writes a database (a linked build, linking a loaded file later, a parallel load's part
+    and merge) flushes each row group of a bulk write as it fills, rather than holding several per thread in
+    memory: seen from inside the parse, the merge and the model's build."""
     path, truth = trace_file
     seen = []
     build, ingest_ = model.build, database.ingest.ingest
@@ -238,9 +238,14 @@ def test_a_database_is_written_one_row_group_at_a_time(trace_file, tmp_path, mon
     monkeypatch.setattr(
         database.ingest, "ingest", lambda con, *a, **k: seen.append(setting(con)) or ingest_(con, *a, **k)
     )
+    merge = parallel.merge
+    monkeypatch.setattr(parallel, "merge", lambda con, *a, **k: seen.append(setting(con)) or merge(con, *a, **k))
     db = tmp_path / "t.duckdb"
     if way == "build":
         database.build_file([path], db, linked=True)
+    elif way == "parallel":  # one job: the part is loaded here, then merged and linked once
+        parallel.build_file([path], db, jobs=1, linked=True)
+        assert len(seen) == 3, seen  # the part's parse, the merge, the merged database's build
     else:
         tracekit.load(path, output=db).close()
         seen.clear()
