@@ -299,7 +299,7 @@ def link_file(path: Path, waiting=None) -> bool:
                 wal = path.with_name(path.name + ".wal")
                 if wal.exists():
                     shutil.copyfile(wal, tmp.with_name(tmp.name + ".wal"))
-                con = duckdb.connect(str(tmp), config=build_config(limit))
+                con = connect_writer(tmp, limit)
                 try:
                     with model.transaction(con, commit=commit_checkpointed):
                         model.build(con)
@@ -364,8 +364,11 @@ def _memory_cap(input_bytes: int) -> str:
     return f"{max(512 << 20, int(2.5 * input_bytes)) >> 20}MB"
 
 
-def build_config(limit: str) -> dict[str, str | bool | int | float | list[str]]:
-    """DuckDB's settings for a connection that writes a database, capped at ``limit``.
+def connect_writer(
+    path: Path, limit: str, merge: bool = False, threads: int | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A connection that writes the database ``path``, capped at ``limit`` (``threads``: DuckDB's
+    threads, default all).
 
     One checkpoint at the end: automatic ones mid-build rewrite the same
     freshly loaded data more than once. Rows written in bulk (events, the
@@ -374,8 +377,25 @@ def build_config(limit: str) -> dict[str, str | bool | int | float | list[str]]:
     statement ended, ~140 MB for x22's cpu_slices beside that join's hash table.
     Peak RSS of stages x22 832-854 -> 809-827 MB, x27 ~1,010 -> ~900 (its copy into
     events 811-853 -> 712); writing x22's events: 2.52 -> 2.38 CPU-s (medians of 4, loaded).
+
+    No vacuum at the checkpoint, unless the connection ``merge``s many databases into one: a
+    table written by a parallel statement ends with a part-filled row group per thread, which
+    the checkpoint's vacuum merged by compressing their rows again on one core (x22: the final
+    checkpoint 0.20 s, rewriting ~200k rows of runtime_calls; without it 0.014 s; stages
+    6.35 -> 6.06-6.13 s, two runs of 5 alternating pairs, quiet). The few part-filled groups
+    cost a build nothing. A merge of many files' parts keeps the vacuum: there they can number
+    hundreds.
     """
-    return {"checkpoint_threshold": "1TB", "memory_limit": limit, "write_buffer_row_group_count": 1}
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "checkpoint_threshold": "1TB",
+        "memory_limit": limit,
+        "write_buffer_row_group_count": 1,
+    }
+    if not merge:
+        config["max_vacuum_tasks"] = 0
+    if threads:
+        config["threads"] = str(threads)
+    return duckdb.connect(str(path), config=config)
 
 
 def _build_file(
@@ -384,7 +404,7 @@ def _build_file(
     duckdb_path(out)
     limit = sqlsafety.memory_limit(memory_limit, "--memory-limit") if memory_limit else auto_memory_limit(sources)
     with outputs.replacing(out, inputs=[s.path for s in sources] + list(inputs)) as tmp:
-        con = duckdb.connect(str(tmp), config=build_config(limit))
+        con = connect_writer(tmp, limit)
         try:
             build(con, sources, progress=progress, warn=warn, linked=linked)
             con.execute("CHECKPOINT")

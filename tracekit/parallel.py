@@ -89,11 +89,8 @@ def load_part(
     skipped: list[str] = []  # ingest's warning that the file, found in a directory, holds no trace
     try:
         limit = memory_limit or database.auto_memory_limit([source])
-        config = database.build_config(limit)
-        if threads:
-            config["threads"] = str(threads)
         tmp = Path(part).with_name(Path(part).name + ".tmp")
-        con = duckdb.connect(str(tmp), config=config)
+        con = database.connect_writer(tmp, limit, threads=threads)
         try:
             # No progress bar: a worker's stderr is the terminal of the command that started it.
             con.execute("SET enable_progress_bar = false")
@@ -218,7 +215,7 @@ def write_merged(
     """Write the database ``out`` from loaded parts, atomically (``outputs.replacing``)."""
     limit = memory_limit or database.auto_memory_limit(sources)
     with outputs.replacing(out, inputs=[s.path for s in sources]) as tmp:
-        con = duckdb.connect(str(tmp), config=database.build_config(limit))
+        con = database.connect_writer(tmp, limit, merge=True)
         try:
             con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
             ingest.create_tables(con)
