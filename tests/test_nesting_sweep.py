@@ -155,11 +155,11 @@ def test_sweep_stacks_known_by_construction(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("sweep_parts", "slow_group"),
-    [(2, None), (1, None), (3, 0), (3, 1)],  # 4 threads in 1-3 groups; a group done after the ones behind it
+    ("sweep", "sweep_parts", "slow_group"),
+    # the range join; the sweep with 4 threads in 1-3 groups, a group done after the ones behind it
+    [(False, 2, None), (True, 2, None), (True, 1, None), (True, 3, 0), (True, 3, 1)],
 )
 @pytest.mark.parametrize("part_rows", [None, 7, 64])
-@pytest.mark.parametrize("sweep", [True, False])
 @pytest.mark.parametrize("seed", range(3))
 def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep, part_rows, sweep_parts, slow_group):
     """``_nest`` (one row per CPU slice, in ``_cpu``'s order), made by the sweep or from the range
@@ -186,7 +186,7 @@ def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep,
     monkeypatch.setattr(link, "_lane_parts", lambda *a: made.append(parts(*a)) or made[-1])
 
     def timed(pl, df, leaves, put):
-        k = len(groups)  # submitted in order
+        k = next(i for i, (d, _) in enumerate(made[-1]) if d is df)  # which group this is
         groups.append(df.height)
         if k == slow_group:
             for _ in range(len(made[-1]) - 1):

@@ -224,8 +224,8 @@ def _sweep(con) -> bool:
     (``_sweep_leaves``).
 
     Nothing nests across threads, so the threads are swept in groups
-    (``_lane_parts``), at once; this thread stores what they give, ``_nest``
-    in ``_cpu``'s order (a later group's rows wait for the groups before it).
+    (``_lane_parts``), at once; this thread stores what they give, group by
+    group, so ``_nest`` is in ``_cpu``'s order.
     """
     background.wait(*SWEEP_MODULES)
     import polars as pl
@@ -245,37 +245,20 @@ def _sweep(con) -> bool:
 
     parts = _lane_parts(df, leaves, SWEEP_PARTS)
     del df, leaves
-    if len(parts) == 1:
-        return _swept(pl, parts[0][0], parts[0][1], store)
-    ready: queue.Queue = queue.Queue()
-    held: list[list] = [[] for _ in parts]  # a group's _nest parts, until the groups before it are stored
-    ended = [False] * len(parts)
+    # One queue per group, read in group order: _nest is stored in _cpu's order, and what a later
+    # group gives waits in its queue until the groups before it are stored.
+    queues: list[queue.Queue] = [queue.Queue() for _ in parts]
     with concurrent.futures.ThreadPoolExecutor(len(parts), thread_name_prefix="tracekit-sweep") as pool:
-
-        def to_queue(k: int) -> Callable[[str | None, pa.Table | None], None]:
-            """What group ``k`` gives, tagged (``None, None``: it is done)."""
-            return lambda name, rows: ready.put((k, name, rows))
-
-        jobs = [pool.submit(_swept, pl, cont, calls, to_queue(k)) for k, (cont, calls) in enumerate(parts)]
-        del parts
-        for k, job in enumerate(jobs):
-            job.add_done_callback(_ended(to_queue(k)))
-        current = 0  # the group whose _nest parts are stored as they come
-        while current < len(jobs):
-            k, name, rows = ready.get()
-            if name is None:  # group k is done
-                ended[k] = True
-                while current < len(jobs) and ended[current]:
-                    current += 1
-                    if current < len(jobs):
-                        for item in held[current]:
-                            store(*item)
-                        held[current].clear()
-            elif name == "_anc" or k == current:  # _anc's order does not matter
-                store(name, rows)
-            else:
-                held[k].append((name, rows))
-            del rows
+        jobs = []
+        for q, (cont, calls) in zip(queues, parts):
+            give, done = _queued(q)
+            jobs.append(pool.submit(_swept, pl, cont, calls, give))
+            jobs[-1].add_done_callback(done)
+        del parts, cont, calls
+        for q in queues:
+            while (item := q.get()) is not None:
+                store(*item)
+                del item
         swept = [job.result() for job in jobs]
     if all(swept):
         return True
@@ -284,9 +267,9 @@ def _sweep(con) -> bool:
     return False
 
 
-def _ended(give: Callable[[str | None, pa.Table | None], None]) -> Callable[[concurrent.futures.Future], None]:
-    """A done-callback of a sweep group's job: ``give(None, None)``."""
-    return lambda _: give(None, None)
+def _queued(q: queue.Queue) -> tuple[Callable[[str, pa.Table], None], Callable[[concurrent.futures.Future], None]]:
+    """What a sweep group gives, put on ``q``; and its job's done-callback, which ends ``q`` (None)."""
+    return (lambda name, rows: q.put((name, rows))), (lambda _: q.put(None))
 
 
 def _lane_parts(df, leaves, parts: int) -> list[tuple[Any, Any]]:
