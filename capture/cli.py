@@ -16,7 +16,7 @@ from .cluster import detect_cluster, parse_ranks
 from .errors import CaptureError
 from .labels import ATTENTION_PREFIX, DEFAULT_PATTERNS
 from .model import run_hf_model
-from .samples import record_samples
+from .samples import SAMPLE_DIR, record_gpu_samples, record_samples
 
 _EXAMPLES = {
     "attention": "example: python -m capture attention --impl all --seq 1024 --out traces",
@@ -131,7 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
         "with stable file names and a manifest.json.",
         epilog=_EXAMPLES["samples"],
     )
-    smp.add_argument("--out", default="sample_traces/cpu_attention")
+    smp.add_argument(
+        "--out",
+        help="output directory (default: sample_traces/cpu_attention, with --gpu sample_traces/gpu_<name>)",
+    )
+    smp.add_argument(
+        "--gpu",
+        action="store_true",
+        help="record the post's setting on the GPU (bf16, batch 8, heads 16, seq 1024, head_dim 64) and a small Llama",
+    )
     smp.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     return parser
 
@@ -206,7 +214,10 @@ def _model(args: argparse.Namespace) -> int:
 
 
 def _samples(args: argparse.Namespace) -> int:
-    manifest, outcomes = record_samples(args.out)
+    if args.gpu:
+        manifest, outcomes = record_gpu_samples(args.out)
+    else:
+        manifest, outcomes = record_samples(args.out or SAMPLE_DIR)
     for outcome in outcomes:
         print(outcome.line(), file=sys.stderr if outcome.unavailable else sys.stdout)
     print(f"manifest -> {manifest}")

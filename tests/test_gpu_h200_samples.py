@@ -1,0 +1,120 @@
+"""sample_traces/gpu_h200: real captures on an NVIDIA H200 (``python -m capture samples --gpu``).
+
+The ground truth is independent of tracekit: the profiler's own ``key_averages()`` figures,
+which the capture wrote beside each trace (``NAME.key_averages.json``), and the labelled
+twin of the unlabelled Llama trace (same model, same inputs, recorded one after the other).
+"""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+import tracekit
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_traces" / "gpu_h200"
+MANIFEST = json.loads((SAMPLES / "manifest.json").read_text(encoding="utf-8"))
+VARIANTS = [t["impl"] for t in MANIFEST["traces"]]
+# The fused variants and the kernel implementation their attention kernel is named for.
+FUSED = {"efficient": "efficient", "flash": "flash", "cudnn": "cudnn", "auto": "cudnn", "flex": "flex"}
+
+
+@pytest.fixture(scope="module")
+def h200(tmp_path_factory):
+    out = tmp_path_factory.mktemp("h200") / "h200.duckdb"
+    with tracekit.load(SAMPLES, output=out) as trace:
+        yield trace
+
+
+def _calls(trace, name: str) -> list[tuple[int, int]]:
+    """(gpu_ns, attention_kernel_ns) of each attention call of the trace labelled `name`."""
+    return trace.sql(
+        """SELECT c.gpu_ns, c.attention_kernel_ns FROM attention_calls c JOIN traces t USING (trace_id)
+           WHERE t.trace = $t ORDER BY c.ts_ns""",
+        {"t": name},
+    ).fetchall()
+
+
+def _stages(trace, name: str) -> dict[str, tuple[int, int]]:
+    """stage -> (gpu_ops, gpu_ns) of the stage_breakdown query, for the trace labelled `name`."""
+    return {
+        r["stage"]: (r["gpu_ops"], r["gpu_ns"])
+        for r in trace.query("stage_breakdown").to_dicts()
+        if r["trace"] == name and r["gpu_ns"] > 0
+    }
+
+
+def _key_averages(name: str) -> dict:
+    return json.loads((SAMPLES / f"{name}.key_averages.json").read_text(encoding="utf-8"))["regions"]
+
+
+def test_the_samples_are_recordings_on_an_h200():
+    assert MANIFEST["gpu_name"] == "NVIDIA H200" and MANIFEST["device"] == "cuda"
+    assert set(VARIANTS) == {"naive", "inplace", "math", "efficient", "flash", "cudnn", "auto", "flex"}
+    for entry in MANIFEST["traces"] + MANIFEST["models"]:
+        with gzip.open(SAMPLES / entry["file"], "rt") as fh:
+            top = json.load(fh)
+        assert "synthetic" not in top
+        assert top["tracekit_capture"]["gpu_name"] == "NVIDIA H200"
+        assert any(e.get("cat") == "kernel" for e in top["traceEvents"]), entry["file"]
+
+
+@pytest.mark.parametrize("impl", VARIANTS)
+def test_attention_calls_match_the_profilers_own_figures(h200, impl):
+    """Calls and GPU time per variant equal torch's key_averages() to the nanosecond."""
+    region = _key_averages(impl)[f"attention:{impl}"]
+    calls = _calls(h200, impl)
+    assert len(calls) == region["count"] == 3
+    assert sum(gpu for gpu, _ in calls) == round(region["device_time_total_us"] * 1000)
+
+
+@pytest.mark.parametrize("impl", ["naive", "inplace"])
+def test_labelled_stages_match_the_profilers_stage_ranges(h200, impl):
+    regions = {k.removeprefix("stage:"): v for k, v in _key_averages(impl).items() if k.startswith("stage:")}
+    got = {stage: gpu_ns for stage, (_, gpu_ns) in _stages(h200, impl).items()}
+    assert got == {stage: round(r["device_time_total_us"] * 1000) for stage, r in regions.items()}
+
+
+@pytest.mark.parametrize("impl", sorted(FUSED))
+def test_fused_variants_count_their_attention_kernel(h200, impl):
+    """Every fused variant's attention kernel is recognised by name, flex's Triton template too."""
+    rows = h200.sql(
+        """SELECT g.name, s.stage, s.attention_kernel, s.kernel_impl
+           FROM gpu_op_stages s JOIN gpu_ops g ON g.id = s.id JOIN traces t ON t.trace_id = g.trace_id
+           WHERE t.trace = $t AND s.attention_kernel""",
+        {"t": impl},
+    ).fetchall()
+    assert len(rows) == 3, rows  # one attention kernel per forward
+    assert {(stage, kernel_impl) for _, stage, _, kernel_impl in rows} == {("fused_attention", FUSED[impl])}
+    assert all(0 < kernel <= gpu for gpu, kernel in _calls(h200, impl))
+
+
+def test_flex_template_runs_on_tensor_cores(h200):
+    rows = h200.query("kernel_classes").to_dicts()
+    flex = [r for r in rows if r["trace"] == "flex"]
+    assert [(r["name"], r["precision"]) for r in flex] == [("triton_tem_fused_flex_attention_0", "tensor_core")]
+
+
+def test_unlabelled_llama_finds_what_its_labels_say(h200):
+    """Eager attention with no label at all: the calls and their core stages equal the labelled run's."""
+    labelled, unlabelled = (
+        h200.sql("SELECT trace FROM traces WHERE path LIKE $p", {"p": f"%/{name}.json.gz"}).fetchall()[0][0]
+        for name in ("llama_eager", "llama_eager_unlabelled")
+    )
+    config = MANIFEST["models"][0]["config"]
+    steps = 3  # profiled steps of the schedule
+    assert len(_calls(h200, labelled)) == len(_calls(h200, unlabelled)) == config["num_hidden_layers"] * steps
+    # Two recordings: the same kernels in each stage, durations within run-to-run noise.
+    core = ("qk_matmul", "softmax", "pv_matmul")
+    kernels = """SELECT s.stage, list(g.name ORDER BY g.name) FROM gpu_op_stages s JOIN gpu_ops g ON g.id = s.id
+                 JOIN traces t ON t.trace_id = g.trace_id
+                 WHERE t.trace = $t AND s.stage IN ('qk_matmul', 'softmax', 'pv_matmul') GROUP BY 1"""
+    mine = dict(h200.sql(kernels, {"t": unlabelled}).fetchall())
+    assert set(mine) == set(core)
+    assert mine == dict(h200.sql(kernels, {"t": labelled}).fetchall())
+    theirs = _stages(h200, labelled)
+    for stage, (ops, gpu_ns) in _stages(h200, unlabelled).items():
+        if stage in core:
+            assert ops == theirs[stage][0] and gpu_ns == pytest.approx(theirs[stage][1], rel=0.02), stage
