@@ -5,10 +5,10 @@ BIN    := $(VENV)/bin
 # CPU build of torch for the capture tests; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 DEMO_DB := $(VENV)/demo.duckdb
-# The post's six A100 variants, synthesized from its published figures (see the folder's README),
-# naive first: the report compares every variant with the first.
-DEMO_TRACES := $(addprefix sample_traces/gpu_a100_synthetic/,naive.json.gz inplace.json.gz math.json.gz \
-	efficient.json.gz flash.json.gz cudnn.json.gz)
+# The post's attention variants recorded on an H200 (see the folder's README), naive first:
+# the report compares every variant with the first.
+DEMO_TRACES := $(addprefix sample_traces/gpu_h200/,naive.json.gz inplace.json.gz math.json.gz \
+	efficient.json.gz flash.json.gz cudnn.json.gz flex.json.gz)
 DEMO_HTML := $(VENV)/demo-report.html
 
 .PHONY: demo test lint browser bench docs check-docs clean
@@ -36,7 +36,7 @@ browser:
 
 demo: $(VENV)/.installed
 	$(BIN)/tracekit load $(DEMO_TRACES) -o $(DEMO_DB) --force
-	$(BIN)/tracekit query region_summary $(DEMO_DB) -p 'pattern=^(attn|sdpa)_fwd$$'
+	$(BIN)/tracekit query region_summary $(DEMO_DB) -p 'pattern=^attention:'
 	$(BIN)/tracekit report $(DEMO_DB) --html $(DEMO_HTML)
 
 # Lint, format and type gate first: a slip fails fast, before the long suite.
