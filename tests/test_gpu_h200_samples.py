@@ -118,3 +118,20 @@ def test_unlabelled_llama_finds_what_its_labels_say(h200):
     for stage, (ops, gpu_ns) in _stages(h200, unlabelled).items():
         if stage in core:
             assert ops == theirs[stage][0] and gpu_ns == pytest.approx(theirs[stage][1], rel=0.02), stage
+
+
+@pytest.mark.parametrize("impl", ["naive", "inplace", "math", "efficient", "flash", "cudnn"])
+def test_calls_carry_the_recorded_shapes(h200, impl):
+    """Shapes (and so FLOPs and TFLOP/s) come from the SDPA op or, for the labelled hand-written
+    variants, from the first matmul inside their stage:qk_matmul range."""
+    shape = MANIFEST["shapes"]
+    rows = h200.sql(
+        """SELECT c.batch, c.heads, c.seq_q, c.seq_kv, c.head_dim, c.flops, c.causal
+           FROM attention_calls c JOIN traces t USING (trace_id) WHERE t.trace = $t""",
+        {"t": impl},
+    ).fetchall()
+    full = 4 * shape["batch"] * shape["heads"] * shape["seq_q"] * shape["seq_kv"] * shape["head_dim"]
+    dims = (shape["batch"], shape["heads"], shape["seq_q"], shape["seq_kv"], shape["head_dim"])
+    # SDPA says it ran causally (half the products); the hand-written variants multiply in full.
+    expected = (*dims, full // 2, True) if impl not in ("naive", "inplace") else (*dims, full, None)
+    assert rows == [expected] * 3

@@ -417,11 +417,15 @@ def _attention_calls(con, kind: str) -> None:
             FROM cpu_stage_decisions c JOIN _marked m ON m.mkey = c.id
             WHERE c.call_id IS NOT NULL GROUP BY c.call_id
         ),
-        -- Unfused calls: the first QK^T product (bmm / matmul) carries the shapes.
+        -- Unfused calls: the first QK^T product (bmm / matmul) carries the shapes: the op that
+        -- decided the stage, or under a stage:qk_matmul label the first matmul op inside it.
         qk AS (
-            SELECT c.call_id, arg_min(c.decider_id, m.pos) AS qk_op
-            FROM cpu_stage_decisions c JOIN _marked m ON m.mkey = c.decider_id
-            WHERE c.stage = 'qk_matmul' AND c.source = 'op' GROUP BY c.call_id
+            SELECT c.call_id, arg_min(m.id, m.pos) AS qk_op
+            FROM cpu_stage_decisions c
+            JOIN _marked m ON m.kind = 'cpu_op'
+                          AND (c.source = 'op' AND m.mkey = c.decider_id
+                               OR c.source = 'label' AND m.mkey = c.id AND m.stage = 'matmul')
+            WHERE c.stage = 'qk_matmul' GROUP BY c.call_id
         ),
         calls AS (
             SELECT i.call_id, coalesce(cd.trace_id, gs.trace_id) AS trace_id,
