@@ -321,6 +321,9 @@ RULE_CASES = [  # names seen in the wild that the shared traces lack
         "tensor_core",
     ),
     ("_attn_bwd_preprocess", "other"),
+    ("triton_tem_fused_flex_attention_0", "tensor_core"),  # FlexAttention compiled (an H200's names)
+    ("triton_tem_fused_flex_attention_backward_1", "tensor_core"),
+    ("triton_per_fused_flex_attention_backward_0", "other"),  # the backward's delta: a reduction
     ("_attn_bwd", "tensor_core"),
     ("void flashinfer::BatchPrefillWithPagedKVCacheKernel<KernelTraits, Params>(Params)", "tensor_core"),
     (

@@ -186,6 +186,17 @@ def test_attention_kernel_beats_a_kv_cache_name_rule(tmp_path):
         "triton_poi_fused__scaled_dot_product_flash_attention_cat_transpose_view_10": "layout",
         # Generic inductor kernels outside a call are not attention.
         "triton_per_fused__to_copy_addmm_mean_pow_rsqrt_view_7": "other",
+        # FlexAttention compiled, forward, backward and decoding, and cuDNN SDPA's backward helpers:
+        # names as an H200 printed them (torch 2.11).
+        "triton_tem_fused_flex_attention_0": "fused_attention",
+        "triton_tem_fused_flex_attention_backward_1": "fused_attention",
+        "triton_per_fused_flex_attention_backward_0": "fused_attention",
+        "triton_tem_fused__to_copy_flex_attention_ones_slice_sort_sum_transpose_zeros_2": "fused_attention",
+        "void cudnn::fusion::compute_dot_do_o_specialized<true, 64>(void const*, void const*, void*, void*, "
+        "unsigned int, unsigned int, unsigned int, unsigned int)": "fused_attention",
+        "void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*, unsigned int, unsigned int)": (
+            "fused_attention"
+        ),
     }
     t = 5_000
     for name in names:
