@@ -51,11 +51,15 @@ def _tree(b: TraceBuilder, rng: random.Random, start: int, end: int, depth: int,
         t += length + GRID * rng.randint(0, 1)
 
 
-def _trace(tmp_path, seed: int, perturb: str | None, tids=(11, 12)):
+def _trace(tmp_path, seed: int, perturb: str | None, tids=(11, 12), windows: int = 1):
+    """Random trees on each thread: one over the whole span, or one per ``windows`` part of it
+    (a gap between them, as between profiler steps)."""
     rng = random.Random(seed)
     b = TraceBuilder()
+    width = 400 // windows
     for tid in tids:
-        _tree(b, rng, 0, 400 * GRID, 0, tid)
+        for w in range(windows):
+            _tree(b, rng, w * width * GRID, ((w + 1) * width - 1) * GRID, 0, tid)
     if perturb == "overhang":
         b.cpu_op("aten::host", 500 * GRID, 20 * GRID, tid=11)
         b.cpu_op("aten::overhang", 505 * GRID, 15 * GRID + 300, tid=11)  # ends 300 ns after its parent
@@ -96,7 +100,7 @@ def test_sweep_nests_exactly_as_the_range_join(tmp_path, monkeypatch, seed, pert
     )
     fast = _rows(path)
     assert used == [perturb in (None, "leaf_overhang")]  # the sweep nests clean traces, and declines the others
-    assert groups == [1, 1]  # each thread swept on its own, a declined group's too; nothing of it is left behind
+    assert len(groups) == 2  # two groups swept at once, a declined one's too; nothing of it is left behind
     monkeypatch.setattr(link, "_sweep", lambda con: False)
     reference = _rows(path)
     assert len(fast) == len(reference) > 50
@@ -155,19 +159,31 @@ def test_sweep_stacks_known_by_construction(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("sweep", "sweep_parts", "slow_group"),
-    # the range join; the sweep with 4 threads in 1-3 groups, a group done after the ones behind it
-    [(False, 2, None), (True, 2, None), (True, 1, None), (True, 3, 0), (True, 3, 1)],
+    ("sweep", "sweep_parts", "slow_group", "tids"),
+    # the range join; the sweep with 4 threads in 1-3 groups, a group done after the ones behind it;
+    # one thread cut between its top-level slices into 2 or 3 groups
+    [
+        (False, 2, None, (11, 12, 13, 14)),
+        (True, 2, None, (11, 12, 13, 14)),
+        (True, 1, None, (11, 12, 13, 14)),
+        (True, 3, 0, (11, 12, 13, 14)),
+        (True, 3, 1, (11, 12, 13, 14)),
+        (True, 2, None, (11,)),
+        (True, 3, 2, (11,)),
+    ],
 )
 @pytest.mark.parametrize("part_rows", [None, 7, 64])
 @pytest.mark.parametrize("seed", range(3))
-def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep, part_rows, sweep_parts, slow_group):
+def test_nest_table_holds_every_slices_stack(
+    tmp_path, monkeypatch, seed, sweep, part_rows, sweep_parts, slow_group, tids
+):
     """``_nest`` (one row per CPU slice, in ``_cpu``'s order), made by the sweep or from the range
     join's stacks, holds each slice's stack and children as ``cpu_slices`` stores them when the
     range join nests the same trace; also when the sweep makes and stores it in parts of
     ``part_rows`` rows (of hundreds), with the threads swept in ``sweep_parts`` groups at once,
-    whichever group ends first (``slow_group`` waits for every other group to end)."""
-    path = _trace(tmp_path, seed, "leaf_overhang", tids=(11, 12, 13, 14))
+    whichever group ends first (``slow_group`` waits for every other group to end), also when all
+    the slices are on one thread (``tids``)."""
+    path = _trace(tmp_path, seed, "leaf_overhang", tids=tids, windows=1 if len(tids) > 1 else 6)
     columns = "id, depth, parent_id, root_id, op_id, top_op_id, annotation_id, annotation_ids, annotations, children"
     monkeypatch.setattr(link, "_sweep", lambda con: False)
     with tracekit.load(path) as trace:
@@ -181,9 +197,9 @@ def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep,
     monkeypatch.setattr(link, "SWEEP_PARTS", sweep_parts)
     groups: list[int] = []
     others_done = threading.Semaphore(0)  # released once by each group but the slow one, as it ends
-    parts, swept = link._lane_parts, link._swept
+    parts, swept = link._sweep_groups, link._swept
     made = []
-    monkeypatch.setattr(link, "_lane_parts", lambda *a: made.append(parts(*a)) or made[-1])
+    monkeypatch.setattr(link, "_sweep_groups", lambda *a: made.append(parts(*a)) or made[-1])
 
     def timed(pl, df, leaves, put):
         k = next(i for i, (d, _) in enumerate(made[-1]) if d is df)  # which group this is
@@ -201,7 +217,7 @@ def test_nest_table_holds_every_slices_stack(tmp_path, monkeypatch, seed, sweep,
     con = duckdb.connect()
     database.build(con, database.discover([path]))
     link.nest(con)
-    if sweep:  # 4 threads of about equal size: cut at the nearest thread boundaries, into 1, 2 or 3 groups
+    if sweep:  # cut into 1, 2 or 3 groups (one thread: between its top-level slices)
         assert len(groups) == sweep_parts and sum(groups) > 50
     assert link._exists(con, "_nest") == sweep  # the sweep makes it at once; the range join's leaf step below
     link._nest_leaves(con)
@@ -305,20 +321,46 @@ def test_preload_sets_polars_allocator_before_it_loads_unless_the_user_did(user)
     assert setting.split(",")[-len((user or value).split(",")) :] == (user or value).split(",") and loaded == "True"
 
 
-def test_lane_parts_cut_whole_threads_near_equal_sizes_by_construction():
-    """Containers on threads (lanes) of 5, 1, 1 and 5 slices; calls on lanes with no container (0, 5)
-    and on lane 2. Two groups cut at the boundary nearest the middle (6 | 6): each call goes with its
-    lane's neighbours in axis order; more groups than lanes give one lane per group at most."""
+def test_sweep_groups_cut_where_nothing_is_open_by_construction():
+    """Containers on thread 1: A [0, 10] holding B, C [12, 20] after a gap, D [20, 30] touching C,
+    E [31, 40] after a gap; on thread 2: F holding G. A group may start at A, C, E (nothing open
+    before them) and F (a thread's first), never at B (inside A) or D (C ends where D starts).
+    Calls go by position: one before everything (thread 0), one in B, one in C, one in G."""
     import polars as pl
 
-    lanes = [1] * 5 + [2] + [3] + [4] * 5
-    df = pl.DataFrame({"lane": lanes, "pos": [2 * i + 1 for i in range(12)]})
-    leaves = pl.DataFrame({"lane": [0, 2, 5, 5], "pos": [0, 11, 30, 31]})
+    spread = 1000
+
+    def table(spread2):
+        # name, lane, k0, k1, pos
+        rows = [
+            ("A", 1, 0, 10, 1),
+            ("B", 1, 2, 5, 2),
+            ("C", 1, 12, 20, 4),
+            ("D", 1, 20, 30, 6),
+            ("E", 1, 31, 40, 7),
+            ("F", 2, 0, 10, 8),
+            ("G", 2, 1, 2, 9),
+        ]
+        return pl.DataFrame(
+            {
+                "name": [r[0] for r in rows],
+                "lane": [r[1] for r in rows],
+                "k0": [r[1] * (spread if r[1] == 1 else spread2) + r[2] for r in rows],
+                "k1": [r[1] * (spread if r[1] == 1 else spread2) + r[3] for r in rows],
+                "pos": [r[4] for r in rows],
+            }
+        )
+
+    leaves = pl.DataFrame({"lane": [0, 1, 1, 2], "pos": [0, 3, 5, 10]})
 
     def shape(groups):
-        return [(g["lane"].to_list(), lv["lane"].to_list()) for g, lv in groups]
+        return [("".join(g["name"]), lv["pos"].to_list()) for g, lv in groups]
 
-    assert shape(link._lane_parts(df, leaves, 2)) == [([1] * 5 + [2], [0, 2]), ([3] + [4] * 5, [5, 5])]
-    assert shape(link._lane_parts(df, leaves, 1)) == [(lanes, [0, 2, 5, 5])]
-    assert shape(link._lane_parts(df, leaves, 12)) == [([1] * 5, [0]), ([2], [2]), ([3], []), ([4] * 5, [5, 5])]
-    assert shape(link._lane_parts(df.clear(), leaves, 2)) == [([], [0, 2, 5, 5])]
+    # With the lanes' keys spread apart, and with thread 2's keys overlapping thread 1's (not spread).
+    for df in (table(spread), table(0)):
+        assert shape(link._sweep_groups(df, leaves, 1)) == [("ABCDEFG", [0, 3, 5, 10])]
+        # 7 rows in 2: the cuts nearest row 3 are C (row 2) and E (row 4); a tie takes the earlier.
+        assert shape(link._sweep_groups(df, leaves, 2)) == [("AB", [0, 3]), ("CDEFG", [5, 10])]
+        assert shape(link._sweep_groups(df, leaves, 3)) == [("AB", [0, 3]), ("CD", [5]), ("EFG", [10])]
+        assert shape(link._sweep_groups(df, leaves, 7)) == [("AB", [0, 3]), ("CD", [5]), ("E", []), ("FG", [10])]
+        assert shape(link._sweep_groups(df.clear(), leaves, 2)) == [("", [0, 3, 5, 10])]

@@ -197,8 +197,9 @@ def _nest_containers(con, keyed: bool) -> None:
     )
 
 
-# The sweep's threads (lanes) are split into this many groups of about equal rows, each swept on a
-# thread of its own (polars releases the GIL as it computes). x22 (two threads of ~264k containers),
+# The sweep's slices are split into this many groups of about equal rows (between threads, or
+# between top-level slices of one thread), each swept on a thread of its own (polars releases the
+# GIL as it computes). x22 (two threads of ~264k containers),
 # stages on a quiet 2-core machine, 4 alternating pairs: 6.65 -> 6.41 s; the sweep alone 0.70-0.82
 # -> 0.49-0.53 s wall. Statements beside the sweep (the linked tables that do not read it, the rules)
 # then saved nothing measurable (6.44 s either way), so nothing runs beside it any more.
@@ -223,9 +224,10 @@ def _sweep(con) -> bool:
     slice's ancestors outermost first; a call's parent from binary searches
     (``_sweep_leaves``).
 
-    Nothing nests across threads, so the threads are swept in groups
-    (``_lane_parts``), at once; this thread stores what they give, group by
-    group, so ``_nest`` is in ``_cpu``'s order.
+    Nothing nests across threads or across a gap on one thread where no
+    slice is open, so the slices are swept in groups cut there
+    (``_sweep_groups``), at once; this thread stores what they give, group
+    by group, so ``_nest`` is in ``_cpu``'s order.
     """
     background.wait(*SWEEP_MODULES)
     import polars as pl
@@ -243,7 +245,7 @@ def _sweep(con) -> bool:
         _to_table(con, name, rows, append=name in made)
         made.add(name)
 
-    parts = _lane_parts(df, leaves, SWEEP_PARTS)
+    parts = _sweep_groups(df, leaves, SWEEP_PARTS)
     del df, leaves
     # One queue per group, read in group order: _nest is stored in _cpu's order, and what a later
     # group gives waits in its queue until the groups before it are stored.
@@ -272,24 +274,35 @@ def _queued(q: queue.Queue) -> tuple[Callable[[str, pa.Table], None], Callable[[
     return (lambda name, rows: q.put((name, rows))), (lambda _: q.put(None))
 
 
-def _lane_parts(df, leaves, parts: int) -> list[tuple[Any, Any]]:
-    """The containers ``df`` and the calls ``leaves`` (both in axis order, so by lane) in up to
-    ``parts`` groups of whole lanes, cut at the lane boundaries nearest to equal numbers of containers."""
+def _sweep_groups(df, leaves, parts: int) -> list[tuple[Any, Any]]:
+    """The containers ``df`` and the calls ``leaves`` (both in axis order) in up to ``parts`` groups
+    of consecutive rows, cut where nothing before the cut is open at its start, nearest to equal
+    numbers of containers.
+
+    A container may start a group when every container before it has ended before it starts (on
+    the axis: a gap on its thread, which holds at every thread boundary when the lanes' keys are
+    spread apart) or when it is the first of its thread: no container or call at or after it can
+    then have an ancestor before it, so each group nests on its own. Calls go with the group
+    their position falls in. A trace whose CPU work is one thread is split too, between its
+    top-level slices, not only a trace of several threads."""
     n = df.height
     if n == 0:
         return [(df, leaves)]
-    lane = df["lane"]
+    lane, pos = df["lane"], df["pos"]
+    before = df["k1"].cum_max().shift(1)  # the latest end among the containers before each one
+    free = ((before < df["k0"]) | (lane != lane.shift(1))).fill_null(True)
+    starts = free.arg_true()  # where a group may start: row 0 and every clean cut
     cuts = []
     for i in range(1, parts):
-        at = lane[i * n // parts]
-        first = int(lane.search_sorted(at, side="left"))
-        after = int(lane.search_sorted(at, side="right"))
-        cuts.append(first if i * n // parts - first <= after - i * n // parts else after)
+        target = i * n // parts
+        j = int(starts.search_sorted(target, side="left"))
+        near = [int(starts[k]) for k in (j - 1, j) if 0 <= k < starts.len()]
+        cuts.append(min(near, key=lambda at: (abs(at - target), at)))
     bounds = sorted({0, n, *cuts})
     groups = []
     for a, b in zip(bounds, bounds[1:]):
-        la = 0 if a == 0 else int(leaves["lane"].search_sorted(lane[a], side="left"))
-        lb = leaves.height if b == n else int(leaves["lane"].search_sorted(lane[b], side="left"))
+        la = 0 if a == 0 else int(leaves["pos"].search_sorted(pos[a], side="left"))
+        lb = leaves.height if b == n else int(leaves["pos"].search_sorted(pos[b], side="left"))
         groups.append((df[a:b], leaves[la:lb]))
     return groups
 
