@@ -47,3 +47,18 @@ def test_labels_fall_back_when_impls_repeat(tmp_path):
     with tracekit.load([a, b]) as trace:
         labels = trace.sql("SELECT trace FROM traces ORDER BY trace_id")["trace"].to_list()
     assert labels == ["a", "b"]  # impl (flash) and impl-device (flash-cpu) would repeat: names stay
+
+
+def test_labels_stay_unique_when_a_folder_loads_in_worker_processes(tmp_path):
+    """Each worker loads one file and cannot tell whether its impl repeats in the folder: the merge
+    labels every trace once, over all of them (two files of impl flash kept their names only in a
+    one-process load; in workers both became 'flash')."""
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(CAPTURES / "flash.json.gz", run / "a.json.gz")
+    shutil.copy(CAPTURES / "flash.json.gz", run / "b.json.gz")
+    shutil.copy(CAPTURES / "naive.json.gz", run / "c.json.gz")
+    for jobs in (1, 2):
+        with tracekit.load(run, output=tmp_path / f"j{jobs}.duckdb", jobs=jobs) as trace:
+            labels = trace.sql("SELECT trace FROM traces ORDER BY trace_id")["trace"].to_list()
+        assert labels == ["a", "b", "c"], jobs  # flash repeats, so no trace takes its impl (naive alone would)

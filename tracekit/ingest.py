@@ -96,11 +96,16 @@ def ingest(
     tmp_dir: str | None = None,
     warn: Callable[[str], None] | None = None,
     labels: list[str] | None = None,
+    relabel: bool = True,
 ) -> int:
     """Load ``sources`` into the base tables of ``con``; return traces loaded.
 
     ``labels`` are the traces' display labels (default: from the paths of
     ``sources``; a worker loading part of a folder is given the folder's).
+    With ``relabel``, traces recorded by ``tracekit capture`` are then
+    labelled by what they recorded (``capture_labels``); a worker loading one
+    file of many passes False, since only the whole folder tells which
+    labels are unique (the merge relabels).
 
     Files found by walking a directory that turn out not to be traces (a
     manifest beside the traces) are skipped with a warning; any other bad
@@ -159,11 +164,12 @@ def ingest(
         warn(f"skipped {len(skipped)} JSON file(s) without trace events: " + ", ".join(skipped))
     if not loaded:
         raise TraceFormatError(sources[0].path.parent if len(sources) > 1 else sources[0].path, "no traces to load")
-    _capture_labels(con, first_id)
+    if relabel:
+        capture_labels(con, first_id)
     return loaded
 
 
-def _capture_labels(con: duckdb.DuckDBPyConnection, first_id: int) -> None:
+def capture_labels(con: duckdb.DuckDBPyConnection, first_id: int = 1) -> None:
     """Traces recorded by ``tracekit capture`` (top-level ``tracekit_capture``) are labelled by
     what was recorded, not by their long file names (rank, host, timestamp): the impl, then
     impl-device, then impl-rankN, whichever is unique among all labels; else the name stays."""

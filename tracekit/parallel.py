@@ -97,7 +97,8 @@ def load_part(
             con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
             con.execute("INSERT INTO tracekit_info VALUES ('linked', 'false')")
             ingest.create_tables(con)
-            ingest.ingest(con, [source], labels=[label], warn=skipped.append)
+            # The folder's label: which capture labels are unique only the merge can tell.
+            ingest.ingest(con, [source], labels=[label], warn=skipped.append, relabel=False)
             if linked:
                 database.create_views(con)  # the base views and macros the model reads
                 model.build(con)
@@ -220,6 +221,7 @@ def write_merged(
             con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
             ingest.create_tables(con)
             merged_linked = merge(con, parts)
+            ingest.capture_labels(con)  # over every trace: unique among all of them
             database.finish(con, warn)
             database.comment(con)
             database.write_info(con, sources)
