@@ -5,7 +5,8 @@ variants that run on a CPU, at a small shape. ``python -m capture samples --gpu`
 records the post's setting on a GPU (batch 8, heads 16, seq 1024, head_dim 64, bf16,
 causal) into ``sample_traces/gpu_<name>/``, every variant the GPU runs, flex compiled,
 plus a small randomly initialised Llama forward with eager attention, once labelled
-and once with no label at all (what a serving stack's trace looks like). Each folder
+and once with no label at all (what a serving stack's trace looks like), and its training
+step with SDPA attention (forward, backward, optimizer). Each folder
 gets one ``{name}.json.gz`` per trace, its key_averages files, and ``manifest.json``,
 which holds only fields that do not depend on the time of recording.
 """
@@ -17,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from .attention import AttentionShape, Outcome, run_attention, run_experiment
-from .cluster import atomic_write
+from .cluster import atomic_write, detect_cluster, output_path
 from .errors import CaptureError, require
-from .labels import DEFAULT_PATTERNS, LABEL_SCHEME
+from .labels import ATTENTION_PREFIX, DEFAULT_PATTERNS, LABEL_SCHEME, label_modules
 from .model import hf_inputs, hf_shapes, profile_model
-from .session import CAPTURE_VERSION, DEFAULT_SCHEDULE
+from .session import CAPTURE_VERSION, DEFAULT_SCHEDULE, capture, capture_metadata
 
 SAMPLE_DIR = Path("sample_traces") / "cpu_attention"
 SAMPLE_IMPLS = ("naive", "inplace", "math", "efficient", "flash", "cudnn", "auto")
@@ -141,7 +142,7 @@ def record_gpu_samples(out: str | Path | None = None, *, device: str = "cuda") -
         for o in outcomes
         if o.result is not None
     ]
-    models = _record_llama(out, device)
+    models = _record_llama(out, device) + [_record_llama_train(out, device)]
     manifest = {
         "description": "Attention forward on a GPU, the post's variants and a small Llama "
         "(regenerate on a GPU: python -m capture samples --gpu)",
@@ -209,3 +210,60 @@ def _record_llama(out: Path, device: str) -> list[dict[str, Any]]:
             }
         )
     return records
+
+
+def _record_llama_train(out: Path, device: str) -> dict[str, Any]:
+    """The same small Llama's training step (forward, backward, an SGD step) with SDPA attention,
+    its attention modules labelled: the backward's attention kernels run on autograd's thread,
+    outside the forward's labels."""
+    torch = require("torch")
+    transformers = require("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(**GPU_SAMPLE_LLAMA, attn_implementation="sdpa")
+    model = transformers.LlamaForCausalLM(config).to(device=device, dtype=torch.bfloat16).train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    batch, seq = GPU_SAMPLE_LLAMA_INPUT["batch"], GPU_SAMPLE_LLAMA_INPUT["seq"]
+    inputs = hf_inputs(model, batch=batch, seq=seq, device=device)
+
+    def step() -> None:
+        loss = model(**inputs, labels=inputs["input_ids"]).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    cluster = detect_cluster()
+    name = "llama_train_sdpa"
+    with label_modules(model, DEFAULT_PATTERNS) as handle:
+        meta = capture_metadata(
+            device=device,
+            cluster=cluster,
+            tag=out.name,
+            impl=",".join(
+                sorted(
+                    {label[len(ATTENTION_PREFIX) :] for _, label in handle.labels if label.startswith(ATTENTION_PREFIX)}
+                )
+            )
+            or None,
+            shapes=hf_shapes(model, batch=batch, seq=seq),
+            dtype="bfloat16",
+            causal=True,
+            model=type(model).__name__,
+            labelled_modules=len(handle.attention_modules),
+            model_config=dict(GPU_SAMPLE_LLAMA),
+            attn_implementation="sdpa",
+            training=True,
+        )
+        result = capture(step, output_path(out, out.name, cluster, name, flat=True), device=device, metadata=meta)
+    assert result is not None  # no --ranks: every rank records
+    return {
+        "file": result.trace.name,
+        "model": "LlamaForCausalLM (random weights)",
+        "config": dict(GPU_SAMPLE_LLAMA),
+        "attn_implementation": "sdpa",
+        "labelled": True,
+        "training": True,
+        "batch": batch,
+        "seq": seq,
+        "key_averages_txt": result.key_averages_txt.name,
+        "key_averages_json": result.key_averages_json.name,
+    }

@@ -52,7 +52,8 @@ def test_gpu_manifest_lists_its_traces_and_models():
 
 def test_gpu_recorder_writes_the_same_layout(tmp_path, monkeypatch):
     """`samples --gpu`'s recorder, run on the CPU at tiny shapes (its device switch is for this
-    test): the variants, the labelled and unlabelled Llama, and a manifest naming them all."""
+    test): the variants, the labelled and unlabelled Llama, its training step, and a manifest
+    naming them all."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from capture import samples
@@ -67,12 +68,18 @@ def test_gpu_recorder_writes_the_same_layout(tmp_path, monkeypatch):
     manifest = json.loads(path.read_text())
     assert [o.impl for o in outcomes] == ["naive", "flash"] and all(o.result for o in outcomes)
     assert [t["impl"] for t in manifest["traces"]] == ["naive", "flash"]
-    assert [(m["file"], m["labelled"]) for m in manifest["models"]] == [
-        ("llama_eager.json.gz", True),
-        ("llama_eager_unlabelled.json.gz", False),
+    assert [(m["file"], m["labelled"], m.get("training", False)) for m in manifest["models"]] == [
+        ("llama_eager.json.gz", True, False),
+        ("llama_eager_unlabelled.json.gz", False, False),
+        ("llama_train_sdpa.json.gz", True, True),
     ]
     on_disk = {p.name for p in (tmp_path / "gpu_cpu").glob("*.json.gz")}
-    assert on_disk == {"naive.json.gz", "flash.json.gz", "llama_eager.json.gz", "llama_eager_unlabelled.json.gz"}
+    assert on_disk == {p["file"] for p in manifest["traces"] + manifest["models"]}
+    with gzip.open(tmp_path / "gpu_cpu" / "llama_train_sdpa.json.gz", "rt") as fh:
+        train = json.load(fh)
+    names = {e["name"] for e in train["traceEvents"]}
+    assert train["tracekit_capture"]["training"] is True
+    assert any("backward" in n.lower() for n in names) and "attention:LlamaAttention" in names
 
 
 def test_samples_gpu_without_a_gpu_is_one_line_error(capsys):

@@ -135,3 +135,32 @@ def test_calls_carry_the_recorded_shapes(h200, impl):
     # SDPA says it ran causally (half the products); the hand-written variants multiply in full.
     expected = (*dims, full // 2, True) if impl not in ("naive", "inplace") else (*dims, full, None)
     assert rows == [expected] * 3
+
+
+def test_training_step_counts_each_backward_attention_as_one_call(h200):
+    """The training step's backward: each SDPA backward op (on autograd's thread, outside the forward's
+    labels) is one attention call holding its bprop kernel and helpers, not one call per kernel; the
+    forward calls match the profiler's own figures to the nanosecond."""
+    model = next(m for m in MANIFEST["models"] if m.get("training"))
+    name = model["file"].removesuffix(".json.gz")
+    calls = h200.sql(
+        """SELECT c.op, c.impl, c.call_source, c.gpu_ops, c.gpu_ns, c.attention_kernel_ns
+           FROM attention_calls c JOIN traces t USING (trace_id) WHERE t.trace = $t""",
+        {"t": name},
+    ).fetchall()
+    forward = [c for c in calls if c[0].startswith("attention:")]
+    backward = [c for c in calls if c[0].endswith("_backward")]
+    layers_x_steps = model["config"]["num_hidden_layers"] * 3
+    assert len(forward) == len(backward) == layers_x_steps and len(calls) == 2 * layers_x_steps
+    region = _key_averages(name)["attention:LlamaAttention"]
+    assert sum(c[4] for c in forward) == round(region["device_time_total_us"] * 1000)
+    for op, impl, source, gpu_ops, gpu_ns, kernel_ns in backward:
+        assert op == "aten::_scaled_dot_product_cudnn_attention_backward" and impl == "cudnn" and source == "op"
+        assert gpu_ops >= 3 and 0 < kernel_ns <= gpu_ns  # bprop, compute_dot_do_o, convert_dq (a memset)
+    kernels = h200.sql(
+        """SELECT DISTINCT s.stage, s.attention_kernel FROM gpu_op_stages s JOIN gpu_ops g ON g.id = s.id
+           JOIN traces t ON t.trace_id = g.trace_id
+           WHERE t.trace = $t AND (g.name LIKE '%sdpa%bprop%' OR g.name LIKE 'cudnn::fusion::%')""",
+        {"t": name},
+    ).fetchall()
+    assert kernels == [("fused_attention", True)]
