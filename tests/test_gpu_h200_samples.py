@@ -157,6 +157,19 @@ def test_training_step_counts_each_backward_attention_as_one_call(h200):
     for op, impl, source, gpu_ops, gpu_ns, kernel_ns in backward:
         assert op == "aten::_scaled_dot_product_cudnn_attention_backward" and impl == "cudnn" and source == "op"
         assert gpu_ops >= 3 and 0 < kernel_ns <= gpu_ns  # bprop, compute_dot_do_o, convert_dq (a memset)
+    # Shapes from the backward's query and key (its Input Dims start with grad_out), and 2.5 times a
+    # forward's FLOPs (five products against two), halved by the causal mask.
+    shaped = h200.sql(
+        """SELECT c.direction, c.batch, c.heads, c.kv_heads, c.seq_q, c.seq_kv, c.head_dim, c.causal, c.flops
+           FROM attention_calls c JOIN traces t USING (trace_id)
+           WHERE t.trace = $t AND c.direction = 'backward'""",
+        {"t": name},
+    ).fetchall()
+    config, seq = model["config"], model["seq"]
+    head_dim = config["hidden_size"] // config["num_attention_heads"]
+    dims = (model["batch"], config["num_attention_heads"], config["num_key_value_heads"], seq, seq, head_dim)
+    flops = int(4 * model["batch"] * config["num_attention_heads"] * seq * seq * head_dim * 0.5 * 2.5)
+    assert shaped == [("backward", *dims, True, flops)] * layers_x_steps
     kernels = h200.sql(
         """SELECT DISTINCT s.stage, s.attention_kernel FROM gpu_op_stages s JOIN gpu_ops g ON g.id = s.id
            JOIN traces t ON t.trace_id = g.trace_id

@@ -438,6 +438,10 @@ def _attention_calls(con, kind: str) -> None:
                    coalesce(g.gpu_ops, 0) AS gpu_ops, coalesce(g.gpu_ns, 0) AS gpu_ns,
                    coalesce(g.attention_kernel_ns, 0) AS attention_kernel_ns,
                    cd.dur_ns AS cpu_ns, coalesce(cd.ts_ns, gs.ts_ns) AS ts_ns, coalesce(g.orphan, false) AS orphan,
+                   -- A backward op (autograd's aten::*_backward) takes grad_out first, then query and key.
+                   regexp_matches(coalesce(so.name, cd.op, ''), '_backward$') AS backward,
+                   so.input_dims->(CASE WHEN regexp_matches(so.name, '_backward$') THEN '$[1]' ELSE '$[0]' END) AS q_dims,
+                   so.input_dims->(CASE WHEN regexp_matches(so.name, '_backward$') THEN '$[2]' ELSE '$[1]' END) AS k_dims,
                    so.input_dims, so.input_types, so.concrete_inputs, io.causal_arg,
                    CASE WHEN so.id IS NULL AND regexp_matches(qo.name, '^aten::(bmm|matmul)$') THEN qo.input_dims END
                        AS qk_dims,
@@ -454,22 +458,23 @@ def _attention_calls(con, kind: str) -> None:
         ),
         shaped AS (
             SELECT call_id, trace_id, impl, op, call_source, gpu_ops, gpu_ns, attention_kernel_ns, cpu_ns, orphan, ts_ns,
+                   CASE WHEN backward THEN 'backward' WHEN call_source <> 'kernel' THEN 'forward' END AS direction,
                    -- SDPA: query [B, H, Sq, D], key [B, Hkv, Skv, D]. A QK^T product: [B, H, Sq, D] x [B, H, D, Skv],
                    -- or a 3-D bmm [B*H, Sq, D] x [B*H, D, Skv] that does not tell B and H apart.
-                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(input_dims->>'$[0][0]' AS BIGINT)
+                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(q_dims->>'$[0]' AS BIGINT)
                         WHEN json_array_length(qk_dims->'$[0]') = 4 THEN TRY_CAST(qk_dims->>'$[0][0]' AS BIGINT)
                    END AS batch,
-                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(input_dims->>'$[0][1]' AS BIGINT)
+                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(q_dims->>'$[1]' AS BIGINT)
                         WHEN json_array_length(qk_dims->'$[0]') = 4 THEN TRY_CAST(qk_dims->>'$[0][1]' AS BIGINT)
                    END AS heads,
-                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(input_dims->>'$[1][1]' AS BIGINT)
+                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(k_dims->>'$[1]' AS BIGINT)
                         WHEN json_array_length(qk_dims->'$[1]') = 4 THEN TRY_CAST(qk_dims->>'$[1][1]' AS BIGINT)
                    END AS kv_heads,
-                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(input_dims->>'$[0][2]' AS BIGINT)
+                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(q_dims->>'$[2]' AS BIGINT)
                         ELSE TRY_CAST(qk_dims->>'$[0][#-2]' AS BIGINT) END AS seq_q,
-                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(input_dims->>'$[1][2]' AS BIGINT)
+                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(k_dims->>'$[2]' AS BIGINT)
                         ELSE TRY_CAST(qk_dims->>'$[1][#-1]' AS BIGINT) END AS seq_kv,
-                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(input_dims->>'$[0][3]' AS BIGINT)
+                   CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(q_dims->>'$[3]' AS BIGINT)
                         ELSE TRY_CAST(qk_dims->>'$[0][#-1]' AS BIGINT) END AS head_dim,
                    CASE WHEN input_dims IS NULL AND json_array_length(qk_dims->'$[0]') = 3
                         THEN TRY_CAST(qk_dims->>'$[0][0]' AS BIGINT) END AS bh_3d,
@@ -481,9 +486,12 @@ def _attention_calls(con, kind: str) -> None:
         SELECT call_id, trace_id, impl, op, call_source, gpu_ops, gpu_ns, attention_kernel_ns, cpu_ns, orphan, ts_ns,
                batch, heads, kv_heads, seq_q, seq_kv, head_dim, coalesce(batch * heads, bh_3d) AS batch_heads,
                causal, dtype,
-               -- FLOPs of the two matmuls (4*B*H*Sq*Skv*D), halved under a causal mask.
+               -- FLOPs of the two matmuls (4*B*H*Sq*Skv*D), halved under a causal mask; a backward
+               -- does five (the scores again, dV, dP, dQ, dK): 2.5 times the forward's.
                (4 * coalesce(batch * heads, bh_3d) * seq_q * seq_kv * head_dim
-                  * CASE WHEN causal THEN 0.5 ELSE 1 END)::BIGINT AS flops
+                  * CASE WHEN causal THEN 0.5 ELSE 1 END
+                  * CASE WHEN direction = 'backward' THEN 2.5 ELSE 1 END)::BIGINT AS flops,
+               direction
         FROM shaped
         """
     )

@@ -449,7 +449,8 @@ head_dim BIGINT  Head dimension.
 batch_heads BIGINT  batch * heads, or the leading dim of a 3-D QK^T bmm ([B*H, Sq, D]), which does not tell B and H apart.
 causal BOOLEAN  is_causal from the op's Concrete Inputs.
 dtype VARCHAR  Query dtype as written (e.g. c10::BFloat16).
-flops BIGINT  4*batch_heads*seq_q*seq_kv*head_dim (QK^T and PV), halved when causal.
+flops BIGINT  4*batch_heads*seq_q*seq_kv*head_dim (QK^T and PV), halved when causal; times 2.5 for a backward call (five products: the scores again, dV, dP, dQ, dK).
+direction VARCHAR  forward, or backward for an autograd backward op (aten::*_backward: its Input Dims start with grad_out, then query and key); NULL for a call defined by a kernel name alone.
 """),
     ),
     Table(

@@ -8,7 +8,8 @@
 -- (CUDA/HIP-graph replays). gpu_ns is op-level time: every GPU op
 -- launched inside the call, helper kernels included; attention_kernel_ns is
 -- kernel-level time: the attention kernels only. Shapes come from the Input Dims of
--- the SDPA op (record_shapes), else of the QK^T product of an unfused call; flops = 4*B*H*Sq*Skv*D, halved when causal, and
+-- the SDPA op (record_shapes), else of the QK^T product of an unfused call; flops = 4*B*H*Sq*Skv*D, halved when causal
+-- (2.5 times that for a fused backward, aten::*_backward, a call of its own), and
 -- tflops_per_s divides them by the kernel-level time. By default calls made only of
 -- orphan GPU ops (launched before the trace began) are left out.
 --
@@ -35,9 +36,10 @@
 -- @column dtype VARCHAR               Query dtype as written.
 -- @column flops BIGINT                Floating-point operations of QK^T and PV.
 -- @column tflops_per_s DOUBLE         flops / attention_kernel_ns, in TFLOP/s.
+-- @column direction VARCHAR           forward, or backward (an autograd backward op); NULL for a call found by kernel name alone.
 SELECT t.trace, t.rank, c.call_id, c.impl, c.op, c.call_source, c.gpu_ops, c.gpu_ns, c.attention_kernel_ns, c.cpu_ns,
        c.orphan, c.batch, c.heads, c.kv_heads, c.seq_q, c.seq_kv, c.head_dim, c.batch_heads, c.causal, c.dtype, c.flops,
-       round(c.flops / nullif(c.attention_kernel_ns, 0) / 1000.0, 3) AS tflops_per_s
+       round(c.flops / nullif(c.attention_kernel_ns, 0) / 1000.0, 3) AS tflops_per_s, c.direction
 FROM attention_calls c
 JOIN traces t USING (trace_id)
 WHERE $include_orphans OR NOT c.orphan
