@@ -599,3 +599,42 @@ def test_no_attention_is_found_in_models_without_it(tmp_path, name, model, input
     with _record(tmp_path, name, model().eval(), torch.randn(*inputs), scopes=scopes) as trace:
         assert trace.query("attention_calls").height == 0
         assert trace.sql("SELECT count(*) FROM cpu_stages WHERE stage <> 'other'").rows() == [(0,)]
+
+
+@pytest.mark.parametrize(
+    ("op", "is_causal_at", "kernel"),
+    [
+        ("aten::_scaled_dot_product_flash_attention_backward", 11, "flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel"),
+        ("aten::_scaled_dot_product_efficient_attention_backward", 11, "fmha_cutlassB_bf16_aligned_64x64_k64_sm80"),
+        ("aten::_scaled_dot_product_cudnn_attention_backward", 14, "cudnn_generated_fort_native_sdpa_sm90_bprop"),
+    ],
+)
+def test_fused_backward_is_a_call_with_its_own_shapes_by_construction(tmp_path, op, is_causal_at, kernel):
+    """A fused SDPA backward on autograd's thread: one call, direction backward, its shapes from the
+    query and key after grad_out (grouped-query: 8 query heads, 2 key/value heads; cross lengths 128
+    and 256), causal from its own is_causal argument, FLOPs 2.5 times a forward's."""
+    b = TraceBuilder(trace_name="backward")
+    q, k = [2, 8, 128, 64], [2, 2, 256, 64]
+    concrete = [""] * 16
+    concrete[is_causal_at] = "True"
+    dims = [q, q, k, k, q] + [[]] * 11
+    args = {"Input Dims": dims, "Concrete Inputs": concrete, "Input type": ["c10::BFloat16"] * 5 + [""] * 11}
+    ext = b.cpu_op(op, 1_000, 20_000, tid=2, args=args)
+    corr = b.launch("cudaLaunchKernel", 2_000, 3_000, tid=2, external_id=ext)
+    b.kernel(kernel, 6_000, 10_000, corr)
+    b.finish()
+    b.write(tmp_path / "t.json")
+    with tracekit.load(tmp_path / "t.json") as trace:
+        calls = trace.query("attention_calls").to_dicts()
+    assert len(calls) == 1
+    c = calls[0]
+    assert (c["op"], c["direction"], c["call_source"], c["gpu_ops"], c["attention_kernel_ns"]) == (
+        op,
+        "backward",
+        "op",
+        1,
+        10_000,
+    )
+    shape = (c["batch"], c["heads"], c["kv_heads"], c["seq_q"], c["seq_kv"], c["head_dim"], c["causal"])
+    assert shape == (2, 8, 2, 128, 256, 64, True)
+    assert c["flops"] == int(4 * 2 * 8 * 128 * 256 * 64 * 0.5 * 2.5)
