@@ -177,3 +177,23 @@ def test_training_step_counts_each_backward_attention_as_one_call(h200):
         {"t": name},
     ).fetchall()
     assert kernels == [("fused_attention", True)]
+
+
+def test_report_counts_a_training_steps_backward_apart():
+    """On the H200 training step the report's per-call numbers are the forward calls' (the profiler's own
+    module figures), the backward calls get rows of their own; a report without backward calls has none."""
+    from tracekit import report
+    from tracekit.report_render import _rows
+
+    model = next(m for m in MANIFEST["models"] if m.get("training"))
+    rep = report.build([SAMPLES / model["file"], SAMPLES / "naive.json.gz"])
+    train, naive = rep.traces
+    layers_x_steps = model["config"]["num_hidden_layers"] * 3
+    region = _key_averages(model["file"].removesuffix(".json.gz"))["attention:LlamaAttention"]
+    assert train.headline["attention_calls"] == layers_x_steps == train.headline["backward_calls"]
+    assert train.headline["gpu_ns_per_call"] == pytest.approx(region["device_time_total_us"] * 1000 / layers_x_steps)
+    assert 0 < train.headline["backward_gpu_ns_per_call"] < train.headline["gpu_ns_per_call"]
+    assert naive.headline["backward_calls"] == 0 and naive.headline["backward_gpu_ns_per_call"] is None
+    assert "backward_calls" in [key for key, *_ in _rows(rep)]
+    alone = report.build([SAMPLES / "naive.json.gz", SAMPLES / "flash.json.gz"])
+    assert not any(key.startswith("backward") for key, *_ in _rows(alone))

@@ -185,8 +185,13 @@ def test_headline_numbers_are_the_query_results(made, loaded):
                 assert got[key] == pytest.approx(value, rel=1e-12), (name, key)
             else:
                 assert got[key] == value, (name, key)
-        # The HTML shows the same numbers: exactly in data-value, formatted in the text.
+        # The HTML shows the same numbers: exactly in data-value, formatted in the text (the backward
+        # rows only for training traces: these forward-only variants have none).
+        assert got["backward_calls"] == 0
         for key, unit in units.items():
+            if key.startswith("backward_"):
+                assert (name, key) not in cells
+                continue
             cell = cells[(name, key)]
             v = got[key]
             assert cell["data-value"] == ("" if v is None else repr(v) if isinstance(v, float) else str(v)), (name, key)

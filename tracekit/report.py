@@ -42,7 +42,7 @@ class Metric:
 METRICS = (
     Metric("device", "device", "text", "devices.name of the trace's first device"),
     Metric("impl", "implementation", "text", "most frequent impl of the trace's attention_calls"),
-    Metric("attention_calls", "attention calls", "count", "rows of attention_calls"),
+    Metric("attention_calls", "attention calls", "count", "rows of attention_calls (backward ones aside)"),
     Metric("gpu_ns_per_call", "GPU time / call (op-level)", "ns", "mean of attention_calls.gpu_ns"),
     Metric(
         "attention_kernel_ns_per_call", "GPU time / call (kernel)", "ns", "mean of attention_calls.attention_kernel_ns"
@@ -55,6 +55,18 @@ METRICS = (
         "achieved TFLOP/s",
         "num",
         "mean of attention_calls.tflops_per_s (kernel-level time; needs record_shapes)",
+    ),
+    Metric(
+        "backward_calls",
+        "backward calls",
+        "count",
+        "rows of attention_calls with direction backward (a fused SDPA backward; shown for training traces)",
+    ),
+    Metric(
+        "backward_gpu_ns_per_call",
+        "backward GPU time / call",
+        "ns",
+        "mean of attention_calls.gpu_ns over the backward calls",
     ),
     Metric(
         "tensor_core_pct",
@@ -184,10 +196,12 @@ def headline(trace: str, q: dict[str, list[dict]]) -> dict:
     keys = (
         "device", "impl", "attention_calls", "gpu_ns_per_call", "attention_kernel_ns_per_call", "cpu_ns_per_call",
         "gpu_ops_per_call", "tflops_per_s", "tensor_core_pct", "launch_api", "launch_apis",
-        "reported_occupancy_pct", "theoretical_occupancy_pct", "idle_pct",
+        "reported_occupancy_pct", "theoretical_occupancy_pct", "idle_pct", "backward_calls",
+        "backward_gpu_ns_per_call",
     )  # fmt: skip
     out = {k: row.get(k) for k in keys}
     out["attention_calls"] = out["attention_calls"] or 0
+    out["backward_calls"] = out["backward_calls"] or 0
     out["launch_apis"] = out["launch_apis"] or []
     out["gpu_vs_first"] = None  # filled once every trace is known
     out["stage_share_pct"] = {

@@ -26,7 +26,13 @@ SEVERITY_STYLE = {"warning": "bold yellow", "info": "cyan"}
 
 def _rows(report: Report) -> list[tuple[str, str, str, str]]:
     """(key, label, unit, how) of every headline row: the metrics, then one row per stage share."""
-    out = [(m.key, m.label, m.unit, m.how) for m in report.metrics if len(report.traces) > 1 or m.key != "gpu_vs_first"]
+    training = any(t.headline.get("backward_calls") for t in report.traces)
+    out = [
+        (m.key, m.label, m.unit, m.how)
+        for m in report.metrics
+        if (len(report.traces) > 1 or m.key != "gpu_vs_first")
+        and (training or m.key not in ("backward_calls", "backward_gpu_ns_per_call"))
+    ]
     out += [
         (f"stage_share_pct.{s}", f"stage {s}", "pct", f"stage_breakdown.share_pct of stage {s} (share of GPU time)")
         for s in report.stages
