@@ -137,6 +137,38 @@ def test_calls_carry_the_recorded_shapes(h200, impl):
     assert rows == [expected] * 3
 
 
+def _backward_of_label_ns(name: str, label: str) -> int:
+    """GPU time autograd spent on the forward ops inside ``label``, read off the trace by plain Python:
+    the autograd nodes (Fwd thread id > 0) whose Sequence number a forward op inside a ``label`` range
+    carries, the runtime calls inside those nodes on their thread, and the GPU ops of their correlation
+    ids (exact decimal microseconds)."""
+    from decimal import Decimal
+
+    with gzip.open(SAMPLES / f"{name}.json.gz", "rt", encoding="utf-8") as fh:
+        events = json.load(fh, parse_float=Decimal)["traceEvents"]
+
+    def span(e):
+        return e["tid"], e["ts"], e["ts"] + e["dur"]
+
+    def inside(e, spans):
+        tid, ts, end = span(e)
+        return any(tid == t and s <= ts and end <= x for t, s, x in spans)
+
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    labels = [span(e) for e in events if e.get("cat") == "user_annotation" and e["name"] == label]
+    seqs = {
+        e["args"]["Sequence number"]
+        for e in ops
+        if e["args"].get("Fwd thread id") == 0 and e["args"].get("Sequence number") is not None and inside(e, labels)
+    }
+    nodes = [span(e) for e in ops if (e["args"].get("Fwd thread id") or 0) > 0 and e["args"]["Sequence number"] in seqs]
+    launched = {
+        e["args"]["correlation"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver") and inside(e, nodes)
+    }
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    return int(sum(e["dur"] for e in gpu if e["args"].get("correlation") in launched) * 1000)
+
+
 def test_training_step_counts_each_backward_attention_as_one_call(h200):
     """The training step's backward: each SDPA backward op (on autograd's thread, outside the forward's
     labels) is one attention call holding its bprop kernel and helpers, not one call per kernel; the
@@ -157,6 +189,9 @@ def test_training_step_counts_each_backward_attention_as_one_call(h200):
     for op, impl, source, gpu_ops, gpu_ns, kernel_ns in backward:
         assert op == "aten::_scaled_dot_product_cudnn_attention_backward" and impl == "cudnn" and source == "op"
         assert gpu_ops >= 3 and 0 < kernel_ns <= gpu_ns  # bprop, compute_dot_do_o, convert_dq (a memset)
+    # Each backward call also holds the gradients of the rest of its forward call (the projections,
+    # RoPE): every GPU op autograd ran for a forward op inside the label, by its Sequence number.
+    assert sum(c[4] for c in backward) == _backward_of_label_ns(name, "attention:LlamaAttention")
     # Shapes from the backward's query and key (its Input Dims start with grad_out), and 2.5 times a
     # forward's FLOPs (five products against two), halved by the causal mask.
     shaped = h200.sql(
@@ -192,7 +227,8 @@ def test_report_counts_a_training_steps_backward_apart():
     region = _key_averages(model["file"].removesuffix(".json.gz"))["attention:LlamaAttention"]
     assert train.headline["attention_calls"] == layers_x_steps == train.headline["backward_calls"]
     assert train.headline["gpu_ns_per_call"] == pytest.approx(region["device_time_total_us"] * 1000 / layers_x_steps)
-    assert 0 < train.headline["backward_gpu_ns_per_call"] < train.headline["gpu_ns_per_call"]
+    backward_ns = _backward_of_label_ns(model["file"].removesuffix(".json.gz"), "attention:LlamaAttention")
+    assert train.headline["backward_gpu_ns_per_call"] == pytest.approx(backward_ns / layers_x_steps)
     assert naive.headline["backward_calls"] == 0 and naive.headline["backward_gpu_ns_per_call"] is None
     assert "backward_calls" in [key for key, *_ in _rows(rep)]
     alone = report.build([SAMPLES / "naive.json.gz", SAMPLES / "flash.json.gz"])

@@ -22,6 +22,10 @@ Layers, most trusted first (each row records which one decided, ``source``):
    first two layers left undecided: CUDA/HIP-graph replays, where one launch
    owns hundreds of kernels, and orphans.
 
+Then a training step's backward (``backward``): autograd's nodes take the
+decision of the forward op with their ``Sequence number``, and each forward
+call gets one backward call (``backward.propagate``).
+
 Everything else is ``other`` with source ``none``. An attention call is the
 outermost range or op a rule marks as a call (``attention:<impl>``,
 ``attn_fwd``, ``aten::scaled_dot_product_attention``, ...); an attention
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import duckdb
 
-from . import eager, modules, names, sqltext, stages
+from . import backward, eager, modules, names, sqltext, stages
 from .sqltext import literal
 
 CORE_STAGES = stages.core()
@@ -103,6 +107,7 @@ def build(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
         "_scope_pairs",
         "_eager_marks",
         "_eager_pairs",
+        "_bw_call",
     ):
         con.execute(f"DROP TABLE IF EXISTS {t}")
 
@@ -285,6 +290,8 @@ def _cpu_stages(con, kind: str) -> None:
     )
     for t in ("_xcall", "_xdecide", "_xstage", "_xresolved"):
         con.execute(f"DROP TABLE {t}")
+    # A training step's backward: each autograd node takes its forward op's stage and call's backward call.
+    backward.propagate(con)
 
 
 def _gpu_op_stages(con, kind: str) -> None:
@@ -308,7 +315,7 @@ def _gpu_op_stages(con, kind: str) -> None:
     core = ", ".join(map(literal, KERNEL_LEVEL_STAGES))
     # A kernel rule's matmul/proj/norm is resolved by the launch's position in its call.
     kernel_stage = resolve("km.stage", "launch_pos", "a", "true")
-    cpu_decided = "cpu_source IN ('label', 'module', 'op')"
+    cpu_decided = f"cpu_source IN ('label', 'module', 'op', '{backward.SOURCE}')"
     con.execute(
         f"""
         CREATE {kind} gpu_op_stage_decisions AS
@@ -373,6 +380,14 @@ def _gpu_op_stages(con, kind: str) -> None:
     con.execute("DROP TABLE _gpu_label")
 
 
+_SHAPE_COLUMNS = ("batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "batch_heads", "causal", "dtype")
+
+
+def _from_forward(column: str) -> str:
+    """SQL: ``column`` of an attention call, its forward call's for a backward call of its own (``_bw_call``)."""
+    return f"CASE WHEN b.call_id IS NULL THEN c.{column} ELSE f.{column} END AS {column}"
+
+
 def _attention_calls(con, kind: str) -> None:
     # What defines each call: a label or op (cpu_slices), a module scope
     # (python_functions) or an eager pattern (its span on the thread).
@@ -387,6 +402,12 @@ def _attention_calls(con, kind: str) -> None:
            UNION ALL
            SELECT e.id, s.trace_id, e.op, 'eager', e.ts_ns, e.end_ns - e.ts_ns, e.impl
            FROM _eager_marks e JOIN cpu_slices s USING (id)"""
+    )
+    # A backward call of its own is defined by its forward call (its nodes' span on the CPU).
+    con.execute(
+        """INSERT INTO _call_def
+           SELECT b.call_id, b.trace_id, f.op, f.call_source, b.ts_ns, b.dur_ns, f.impl
+           FROM _bw_call b JOIN _call_def f ON f.id = b.fwd_call_id WHERE b.new"""
     )
     con.execute(
         f"""
@@ -482,17 +503,30 @@ def _attention_calls(con, kind: str) -> None:
                        WHEN 'true' THEN true WHEN 'false' THEN false END AS causal,
                    coalesce(json_extract_string(input_types, '$[0]'), json_extract_string(qk_types, '$[0]')) AS dtype
             FROM calls
+        ),
+        counted AS (
+            SELECT call_id, trace_id, impl, op, call_source, gpu_ops, gpu_ns, attention_kernel_ns, cpu_ns, orphan,
+                   ts_ns, batch, heads, kv_heads, seq_q, seq_kv, head_dim,
+                   coalesce(batch * heads, bh_3d) AS batch_heads, causal, dtype,
+                   -- FLOPs of the two matmuls (4*B*H*Sq*Skv*D), halved under a causal mask; a fused
+                   -- backward does five (the scores again, dV, dP, dQ, dK): 2.5 times the forward's.
+                   (4 * coalesce(batch * heads, bh_3d) * seq_q * seq_kv * head_dim
+                      * CASE WHEN causal THEN 0.5 ELSE 1 END
+                      * CASE WHEN direction = 'backward' THEN 2.5 ELSE 1 END)::BIGINT AS flops,
+                   direction
+            FROM shaped
         )
-        SELECT call_id, trace_id, impl, op, call_source, gpu_ops, gpu_ns, attention_kernel_ns, cpu_ns, orphan, ts_ns,
-               batch, heads, kv_heads, seq_q, seq_kv, head_dim, coalesce(batch * heads, bh_3d) AS batch_heads,
-               causal, dtype,
-               -- FLOPs of the two matmuls (4*B*H*Sq*Skv*D), halved under a causal mask; a backward
-               -- does five (the scores again, dV, dP, dQ, dK): 2.5 times the forward's.
-               (4 * coalesce(batch * heads, bh_3d) * seq_q * seq_kv * head_dim
-                  * CASE WHEN causal THEN 0.5 ELSE 1 END
-                  * CASE WHEN direction = 'backward' THEN 2.5 ELSE 1 END)::BIGINT AS flops,
-               direction
-        FROM shaped
+        -- A backward call of its own (autograd's nodes for an unfused forward call) has its
+        -- forward call's impl and shapes, and four products (dV, dP, dQ, dK; no recompute):
+        -- twice the forward's FLOPs.
+        SELECT c.call_id, c.trace_id, {_from_forward("impl")}, c.op, c.call_source, c.gpu_ops, c.gpu_ns,
+               c.attention_kernel_ns, c.cpu_ns, c.orphan, c.ts_ns,
+               {", ".join(_from_forward(col) for col in _SHAPE_COLUMNS)},
+               CASE WHEN b.call_id IS NULL THEN c.flops ELSE 2 * f.flops END AS flops,
+               CASE WHEN b.call_id IS NULL THEN c.direction ELSE 'backward' END AS direction
+        FROM counted c
+        LEFT JOIN _bw_call b ON b.call_id = c.call_id AND b.new
+        LEFT JOIN counted f ON f.call_id = b.fwd_call_id
         """
     )
     con.execute("DROP TABLE _call_def")

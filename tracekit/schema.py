@@ -396,9 +396,9 @@ trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 kind VARCHAR  cpu_slices.kind.
 name VARCHAR  Name.
 stage VARCHAR <not_null in:stages>  Attention stage (STAGE_LIST; see docs/attribution.md).
-source VARCHAR  What decided: label, module, op, or none (then stage is other).
+source VARCHAR  What decided: label, module, op, backward (autograd's work for a decided forward op, paired by Sequence number: docs/attribution.md), or none (then stage is other).
 call_id BIGINT <ref:attention_calls.call_id>  The attention call the slice belongs to (attention_calls.call_id), NULL outside one.
-decider_id BIGINT <ref:events.id>  The annotation or op (cpu_slices.id) or module scope (python_functions.id) whose rule decided.
+decider_id BIGINT <ref:events.id>  The annotation or op (cpu_slices.id) or module scope (python_functions.id) whose rule decided; for source backward, the forward op whose stage it took.
 rule VARCHAR  The pattern of the deciding rule.
 self_ns BIGINT  The slice's self time, ns (cpu_slices.self_ns).
 """),
@@ -414,7 +414,7 @@ trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 kind VARCHAR  kernel, memcpy or memset.
 name VARCHAR  Kernel name.
 stage VARCHAR <not_null in:stages>  Attention stage (see cpu_stages.stage).
-source VARCHAR  What decided: label, module, op, gpu_annotation, kernel, or none (then stage is other).
+source VARCHAR  What decided: label, module, op, backward (launched by autograd for a decided forward op), gpu_annotation, kernel, or none (then stage is other).
 call_id BIGINT <ref:attention_calls.call_id>  Attention call (attention_calls.call_id); an attention kernel outside any call is a call of its own.
 rule VARCHAR  The pattern of the deciding rule.
 attention_kernel BOOLEAN  Counted in kernel-level attention time: an attention kernel by name, or a kernel of stage KERNEL_LEVEL_LIST.
@@ -429,15 +429,15 @@ dur_ns BIGINT  Duration, ns.
         "attention",
         "One row per attention call: a range labelled as a call, an attention module scope (nn.Module: *Attention), an attention op (SDPA, flash_attn, vLLM, ...), an eager matmul -> softmax -> matmul found by op order, or an attention kernel found by name outside any call.",
         _cols("""
-call_id BIGINT <unique not_null ref:events.id>  The call's id: the labelled range's or op's cpu_slices.id, the module scope's python_functions.id, an eager call's QK^T op (cpu_slices.id), or the kernel's gpu_ops.id.
+call_id BIGINT <unique not_null ref:events.id>  The call's id: the labelled range's or op's cpu_slices.id, the module scope's python_functions.id, an eager call's QK^T op (cpu_slices.id), the kernel's gpu_ops.id, or for a backward call of its own its first autograd node (cpu_slices.id).
 trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 impl VARCHAR  naive, eager, math, efficient, flash, cudnn, flex, paged, aiter, sage, ... or unknown: from the innermost op that names one, else the kernel names, else the label, else eager (module and eager calls) or naive (labelled calls) when QK^T/softmax/PV run unfused.
-op VARCHAR  Name of the label, op, module scope or kernel that defines the call (eager calls: the three ops, QK^T > softmax > PV).
-call_source VARCHAR  label, module, op, eager or kernel.
+op VARCHAR  Name of the label, op, module scope or kernel that defines the call (eager calls: the three ops, QK^T > softmax > PV; a backward call of its own: its forward call's).
+call_source VARCHAR  label, module, op, eager or kernel (a backward call of its own: its forward call's).
 gpu_ops BIGINT  GPU ops launched inside the call.
 gpu_ns BIGINT  Their summed duration: op-level time (helper kernels included), ns.
 attention_kernel_ns BIGINT  Summed duration of the attention kernels only: kernel-level time, ns.
-cpu_ns BIGINT  CPU duration of the call's range, op or module scope (eager calls: QK^T start to PV end), ns (NULL for kernel-defined calls).
+cpu_ns BIGINT  CPU duration of the call's range, op or module scope (eager calls: QK^T start to PV end; a backward call of its own: its first autograd node's start to its last one's end), ns (NULL for kernel-defined calls).
 orphan BOOLEAN  All the call's GPU ops were launched before the trace began.
 ts_ns BIGINT  Start of the call on the CPU (or of the kernel), ns.
 batch BIGINT  Batch size (Input Dims of the SDPA op's query, else of a 4-D QK^T product).
@@ -449,8 +449,8 @@ head_dim BIGINT  Head dimension.
 batch_heads BIGINT  batch * heads, or the leading dim of a 3-D QK^T bmm ([B*H, Sq, D]), which does not tell B and H apart.
 causal BOOLEAN  is_causal from the op's Concrete Inputs.
 dtype VARCHAR  Query dtype as written (e.g. c10::BFloat16).
-flops BIGINT  4*batch_heads*seq_q*seq_kv*head_dim (QK^T and PV), halved when causal; times 2.5 for a backward call (five products: the scores again, dV, dP, dQ, dK).
-direction VARCHAR  forward, or backward for an autograd backward op (aten::*_backward: its Input Dims start with grad_out, then query and key); NULL for a call defined by a kernel name alone.
+flops BIGINT  4*batch_heads*seq_q*seq_kv*head_dim (QK^T and PV), halved when causal; times 2.5 for a fused backward op (five products: the scores again, dV, dP, dQ, dK), times 2 for a backward call of its own (dV, dP, dQ, dK).
+direction VARCHAR  forward, or backward: a fused backward op (aten::*_backward: its Input Dims start with grad_out, then query and key), or autograd's nodes for an unfused forward call (a backward call of its own, with the forward call's impl and shapes); NULL for a call defined by a kernel name alone.
 """),
     ),
     Table(
