@@ -196,20 +196,23 @@ def _record_llama(out: Path, device: str) -> list[dict[str, Any]]:
             metadata={"model_config": dict(GPU_SAMPLE_LLAMA), "attn_implementation": "eager"},
         )
         assert result is not None  # no --ranks: every rank records
-        records.append(
-            {
-                "file": result.trace.name,
-                "model": "LlamaForCausalLM (random weights)",
-                "config": dict(GPU_SAMPLE_LLAMA),
-                "attn_implementation": "eager",
-                "labelled": bool(patterns),
-                "batch": batch,
-                "seq": seq,
-                "key_averages_txt": result.key_averages_txt.name,
-                "key_averages_json": result.key_averages_json.name,
-            }
-        )
+        records.append(_llama_entry(result, "eager", labelled=bool(patterns)))
     return records
+
+
+def _llama_entry(result: Any, attn_implementation: str, **flags: bool) -> dict[str, Any]:
+    """The manifest's entry for one recording of the sample Llama (``flags``: labelled, training)."""
+    return {
+        "file": result.trace.name,
+        "model": "LlamaForCausalLM (random weights)",
+        "config": dict(GPU_SAMPLE_LLAMA),
+        "attn_implementation": attn_implementation,
+        **flags,
+        "batch": GPU_SAMPLE_LLAMA_INPUT["batch"],
+        "seq": GPU_SAMPLE_LLAMA_INPUT["seq"],
+        "key_averages_txt": result.key_averages_txt.name,
+        "key_averages_json": result.key_averages_json.name,
+    }
 
 
 def _record_llama_train(out: Path, device: str) -> dict[str, Any]:
@@ -255,15 +258,4 @@ def _record_llama_train(out: Path, device: str) -> dict[str, Any]:
         )
         result = capture(step, output_path(out, out.name, cluster, name, flat=True), device=device, metadata=meta)
     assert result is not None  # no --ranks: every rank records
-    return {
-        "file": result.trace.name,
-        "model": "LlamaForCausalLM (random weights)",
-        "config": dict(GPU_SAMPLE_LLAMA),
-        "attn_implementation": "sdpa",
-        "labelled": True,
-        "training": True,
-        "batch": batch,
-        "seq": seq,
-        "key_averages_txt": result.key_averages_txt.name,
-        "key_averages_json": result.key_averages_json.name,
-    }
+    return _llama_entry(result, "sdpa", labelled=True, training=True)
