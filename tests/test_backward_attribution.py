@@ -181,3 +181,48 @@ def test_eager_attention_trained_on_cpu_gets_its_backward(tmp_path):
             ("BmmBackward0", "qk_matmul"),
         ]
     )
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+@pytest.mark.parametrize("modules", [True, False], ids=["with-modules", "ops-only"])
+def test_a_trained_gpt2_has_one_backward_call_per_forward_call(tmp_path, impl, modules):
+    """A tiny random GPT-2 (transformers, CPU) trained two steps: its eager attention (found by module
+    scope or by op order) and its SDPA (the math backend on CPU: separate autograd ops) get one
+    backward call per forward call, with the forward's shapes and the core stages in it."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    layers, heads, embd, batch, seq = 2, 2, 32, 2, 16
+    config = transformers.GPT2Config(
+        n_layer=layers, n_head=heads, n_embd=embd, vocab_size=100, n_positions=64, attn_implementation=impl
+    )
+    model = transformers.GPT2LMHeadModel(config).train()
+    ids = torch.randint(0, 100, (batch, seq))
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_modules=modules) as prof:
+        for _ in range(2):
+            model(input_ids=ids, labels=ids).loss.backward()
+    path = tmp_path / "gpt2_train.json"
+    prof.export_chrome_trace(str(path))
+    with tracekit.load(path) as trace:
+        calls = trace.sql(
+            "SELECT call_id, direction, impl, batch_heads, seq_q, seq_kv, head_dim, flops FROM attention_calls"
+        ).pl()
+        stages = trace.sql(
+            """SELECT c.call_id, list(DISTINCT s.stage ORDER BY s.stage) AS stages
+               FROM attention_calls c JOIN cpu_stages s USING (call_id)
+               WHERE c.direction = 'backward' AND s.source = 'backward' GROUP BY c.call_id"""
+        ).rows()
+    forward = calls.filter(calls["direction"] == "forward")
+    backward = calls.filter(calls["direction"] == "backward")
+    assert forward.height == backward.height == 2 * layers
+    want_impl = "eager" if impl == "eager" else "math"
+    assert set(calls["impl"]) == {want_impl}
+    head_dim = embd // heads
+    shape = ["batch_heads", "seq_q", "seq_kv", "head_dim"]
+    assert {tuple(r) for r in calls.select(shape).rows()} == {(batch * heads, seq, seq, head_dim)}
+    assert set(backward["flops"]) == {2 * f for f in forward["flops"]}
+    assert len(stages) == 2 * layers
+    for _call, found in stages:
+        assert {"qk_matmul", "softmax", "pv_matmul"} <= set(found), found
