@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from click.testing import CliRunner
 from synthetic import TraceBuilder
 
 import tracekit
+from tracekit.cli import cli
 
 FWD_TID, OTHER_TID, BWD_TID = 100, 200, 300
 QK_DIMS = [[2, 4, 64, 32], [2, 4, 32, 64]]  # [B, H, Sq, D] x [B, H, D, Skv]
@@ -63,6 +65,7 @@ def _training_step(second_thread: bool, flows_to: int | None) -> TraceBuilder:
                 "aten::add", fwd_ts[(OTHER_TID, seq)], [(f"k_other_{seq}", None, 500)], tid=OTHER_TID, args=_seq(seq, 0)
             )
     t = max(t, 80_000) + 10_000
+    b.node_spans = []  # (start, end) of each autograd node, relative ns
     for flow_id, (node, seq, kernels, _stage) in enumerate(NODES, start=1):
         outer = b.cpu_op(f"autograd::engine::evaluate_function: {node}", t, None, tid=BWD_TID, args=_seq(seq, 1))
         res = b.op_with_kernels(node, t + 200, [(k, None, d) for k, d in kernels], tid=BWD_TID, args=_seq(seq, 1))
@@ -79,6 +82,7 @@ def _training_step(second_thread: bool, flows_to: int | None) -> TraceBuilder:
                 }
                 b._add({**ev, "bp": "e"} if ph == "f" else ev)
         b.close(outer, res.end_ns + 200)
+        b.node_spans.append((t, res.end_ns + 200))
         t = res.end_ns + 2_000
     # Autograd's gradient accumulation: no sequence number, never attention.
     b.op_with_kernels("torch::autograd::AccumulateGrad", t, [("k_accumulate", None, 900)], tid=BWD_TID)
@@ -90,6 +94,33 @@ def _load(tmp_path, **kw):
     path = tmp_path / "train.json"
     _training_step(**kw).write(path)
     return tracekit.load(path)
+
+
+def test_a_backward_call_spans_its_nodes_and_stages_shows_backward_time(tmp_path):
+    b = _training_step(second_thread=False, flows_to=None)
+    path = tmp_path / "train.json"
+    b.write(path)
+    attention_nodes = [span for span, (_n, _s, _k, stage) in zip(b.node_spans, NODES) if stage]
+    with tracekit.load(path) as trace:
+        ((ts, cpu_ns),) = trace.sql("SELECT ts_ns, cpu_ns FROM attention_calls WHERE direction = 'backward'").rows()
+    assert ts == b.origin_ns + attention_nodes[0][0]
+    assert cpu_ns == attention_nodes[-1][1] - attention_nodes[0][0]
+    out = CliRunner().invoke(cli, ["stages", "--no-cache", str(path)])
+    assert out.exit_code == 0, out.output
+    header = out.output.splitlines()[1].split()
+    assert "backward_gpu_µs" in header
+    rows = [line.split() for line in out.output.split("\n\n")[0].splitlines()[3:] if not line.startswith("(")]
+    backward_ns = {r[1]: round(float(r[header.index("backward_gpu_µs")]) * 1000) for r in rows}
+    want = {stage: sum(d for _k, d in ks) for _n, _s, ks, stage in NODES if stage}
+    assert backward_ns == {**want, "other": 0}
+    # A trace with no backward shows no such column.
+    forward_only = tmp_path / "forward.json"
+    forward_builder = TraceBuilder()
+    forward_builder.op_with_kernels("aten::mm", 1_000, [("k_mm", None, 2_000)])
+    forward_builder.finish()
+    forward_builder.write(forward_only)
+    out = CliRunner().invoke(cli, ["stages", "--no-cache", str(forward_only)])
+    assert out.exit_code == 0 and "backward_gpu" not in out.output, out.output
 
 
 @pytest.mark.parametrize(

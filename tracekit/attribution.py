@@ -409,6 +409,11 @@ def _attention_calls(con, kind: str) -> None:
            SELECT b.call_id, b.trace_id, f.op, f.call_source, b.ts_ns, b.dur_ns, f.impl
            FROM _bw_call b JOIN _call_def f ON f.id = b.fwd_call_id WHERE b.new"""
     )
+    # A fused backward op's call holds its forward call's other nodes too: it spans them all.
+    con.execute(
+        """UPDATE _call_def SET ts_ns = b.ts_ns, dur_ns = b.dur_ns
+           FROM _bw_call b WHERE b.call_id = _call_def.id AND NOT b.new"""
+    )
     con.execute(
         f"""
         CREATE {kind} attention_calls AS

@@ -441,6 +441,9 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
         "gpu_by_op",
         "gpu_by_kernel",
     ]
+    # A training trace: each stage's backward GPU time beside its total.
+    if any(breakdown.column("backward_gpu_ns").to_pylist()):
+        keep.insert(keep.index("share_pct") + 1, "backward_gpu_ns")
     click.echo("Stage breakdown (stage_breakdown)")
     render.render(breakdown if wide else breakdown.select(keep), "table", out=sys.stdout, **style)
     shown = f"first {call_rows.num_rows} of {total}" if call_rows.num_rows < total else f"{total}"
