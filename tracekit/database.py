@@ -125,28 +125,31 @@ MACROS = (
         "lower(coalesce(nullif(regexp_extract(name, '(?i)^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)', 1), ''), "
         "regexp_extract(name, '^[A-Za-z_]+')))",
     ),
+    # In (ts, end) order each interval's run_end is the furthest end so far: an island of
+    # overlapping intervals starts where an interval begins after every earlier one has ended,
+    # and ends where the next begins after run_end (touching intervals are one island). The
+    # covered time is the sum of the islands' ends less the sum of their starts. One sort, no
+    # per-island grouping: 0.16-0.19 s against 0.26-0.28 s for island ids by two windows and
+    # two aggregations (x22's 367k GPU-op intervals in 5 groups, identical results).
     Macro(
         "busy_union",
         "intervals",
         "Union of intervals per group: busy_union(T) where T has columns grp, ts_ns, end_ns gives one row per "
         "grp with busy_ns (covered time, overlaps counted once), first_ns and last_ns.",
         """
-        SELECT grp, sum(island_end - island_start)::BIGINT AS busy_ns,
-               min(island_start) AS first_ns, max(island_end) AS last_ns
+        SELECT grp,
+               (sum(run_end) FILTER (WHERE next_ts IS NULL OR next_ts > run_end)
+                - sum(ts_ns) FILTER (WHERE prev_end IS NULL OR ts_ns > prev_end))::BIGINT AS busy_ns,
+               min(ts_ns) AS first_ns, max(run_end) AS last_ns
         FROM (
-            SELECT grp, island, min(ts_ns) AS island_start, max(end_ns) AS island_end
+            SELECT grp, ts_ns, run_end,
+                   lag(run_end) OVER (PARTITION BY grp ORDER BY ts_ns, end_ns) AS prev_end,
+                   lead(ts_ns) OVER (PARTITION BY grp ORDER BY ts_ns, end_ns) AS next_ts
             FROM (
                 SELECT grp, ts_ns, end_ns,
-                       sum(CASE WHEN prev_end IS NULL OR ts_ns > prev_end THEN 1 ELSE 0 END)
-                           OVER (PARTITION BY grp ORDER BY ts_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
-                FROM (
-                    SELECT grp, ts_ns, end_ns,
-                           max(end_ns) OVER (PARTITION BY grp ORDER BY ts_ns, end_ns
-                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-                    FROM query_table(intervals)
-                )
+                       max(end_ns) OVER (PARTITION BY grp ORDER BY ts_ns, end_ns ROWS UNBOUNDED PRECEDING) AS run_end
+                FROM query_table(intervals)
             )
-            GROUP BY grp, island
         )
         GROUP BY grp""",
         table=True,
