@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,6 +122,9 @@ class Trace:
         self.on_link: Callable[[bool], None] | None = None
         # Called with the seconds waited while another process links the same file.
         self.on_wait: Callable[[float], None] | None = None
+        # Inside memoized(): the query ids whose results are kept, and (id, parameters) -> TEMP table.
+        self._memo_ids: frozenset[str] = frozenset()
+        self._memo: dict[tuple[str, str], str] = {}
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -237,9 +241,55 @@ class Trace:
         q = queries.find(name, query_dirs)
         bound = q.bind(params or {})
         try:
-            return _reader(self._for(q.sql).sql(q.sql, params=bound or None))
+            if not self._memo_ids:
+                return _reader(self._for(q.sql).sql(q.sql, params=bound or None))
+            if q.id in self._memo_ids:
+                sql, bound = f"SELECT * FROM {self._memoize(q, bound, query_dirs)}", {}
+            else:
+                sql, bound = self._memo_sql(q, bound, query_dirs)
+            return _reader(self._for(sql).sql(sql, params=bound or None))
         except duckdb.Error as exc:
             raise QueryError(_explain(f"query {q.id} ({q.path}) failed: {str(exc).strip()}")) from None
+
+    @contextlib.contextmanager
+    def memoized(self, names, query_dirs=()) -> Iterator[Trace]:
+        """Within: the named queries' results are kept (TEMP tables, dropped on exit) for every later
+        query that runs them, or ``@uses`` them, with the same parameters. For callers that run
+        overlapping queries back to back: a report runs gpu_breakdown itself and through two
+        findings, gpu_timeline through its headline, the findings and itself."""
+        if self._memo_ids:  # nested: the outer scope keeps (and drops) its tables
+            yield self
+            return
+        self._memo_ids = frozenset(queries.find(n, query_dirs).id for n in names)
+        try:
+            yield self
+        finally:
+            self._memo_ids = frozenset()
+            tables, self._memo = list(self._memo.values()), {}
+            for table in tables:
+                self._con.execute(f"DROP TABLE IF EXISTS temp.{table}")
+
+    def _memoize(self, q: queries.Query, bound: dict, query_dirs) -> str:
+        """The TEMP table holding ``q``'s rows for ``bound`` (its own parameters), made on first use."""
+        key = (q.id, repr(sorted(bound.items())))
+        if key not in self._memo:
+            sql, used = self._memo_sql(q, bound, query_dirs)
+            table = f"_tracekit_memo_{len(self._memo)}"
+            self._for(sql).execute(f"CREATE TEMP TABLE {table} AS {sql}", used or None)
+            self._memo[key] = table
+        return self._memo[key]
+
+    def _memo_sql(self, q: queries.Query, bound: dict, query_dirs) -> tuple[str, dict]:
+        """``q``'s SQL with each kept query it ``@uses`` read from its table (made first), and the
+        parameters that SQL still names."""
+        sql = q.sql
+        for name in q.uses:
+            dep = queries.find(name, query_dirs)
+            inlined = f'"{dep.name}" AS (\n{dep.sql}\n)'  # as queries.resolve composed it
+            if dep.id in self._memo_ids and inlined in sql:
+                table = self._memoize(dep, {k: bound[k] for k in dep.params if k in bound}, query_dirs)
+                sql = sql.replace(inlined, f'"{dep.name}" AS (SELECT * FROM {table})')
+        return sql, {k: v for k, v in bound.items() if re.search(rf"\${re.escape(k)}\b", sql)}
 
     def orphans(self) -> tuple[int, int]:
         """``(GPU ops, summed ns)`` launched before the trace began: what queries leave out by default."""

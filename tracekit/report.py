@@ -220,6 +220,9 @@ def _timeline_calls(rows: list[dict], limit: int = TIMELINE_CALLS) -> list[dict]
     return [r for r in rows if r["call_id"] in keep]
 
 
+# Queries the report runs more than once (itself, in its headline, through findings): computed once
+# per trace (Trace.memoized). x22: the report's queries 1.6 -> 1.1 s.
+SHARED = ("gpu_breakdown", "gpu_timeline", "attention_calls", "kernel_precision", "launch_api", "occupancy")
 QUERIES = (
     "headline",
     "attention_calls",
@@ -280,11 +283,12 @@ def _build(loaded, progress, version) -> Report:
     per_source = []
     for trace, name in loaded:
         q = {}
-        for qname in QUERIES:
-            q[qname] = records(trace.query_arrow(qname))
-            tick(qname)
-        labels = trace.arrow("SELECT trace FROM traces ORDER BY trace_id").column("trace").to_pylist()
-        found = findings.run(trace)
+        with trace.memoized(SHARED):
+            for qname in QUERIES:
+                q[qname] = records(trace.query_arrow(qname))
+                tick(qname)
+            labels = trace.arrow("SELECT trace FROM traces ORDER BY trace_id").column("trace").to_pylist()
+            found = findings.run(trace)
         tick("findings")
         per_source.append((trace, name, q, labels, found))
 
