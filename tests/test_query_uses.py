@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,21 @@ def test_a_parameter_declared_but_used_by_nothing_is_still_an_error(tmp_path):
     )
     with pytest.raises(QueryError, match=r"c\.sql:6: parameter 'nope' is declared but not used"):
         queries.find("c", [tmp_path])
+
+
+def test_an_edited_user_query_is_read_again(tmp_path):
+    """The parsed library is kept between lookups, but a file added, edited or removed shows at once."""
+    mine = tmp_path / "mine.sql"
+    mine.write_text("-- One.\nSELECT 1 AS n\n")
+    assert queries.find("mine", [tmp_path]).sql == "SELECT 1 AS n"
+    mine.write_text("-- Two.\nSELECT 22 AS n\n")  # a new size
+    assert queries.find("mine", [tmp_path]).sql == "SELECT 22 AS n"
+    stat = mine.stat()
+    mine.write_text("-- Two.\nSELECT 33 AS n\n")  # the same size: told apart by the mtime
+    os.utime(mine, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert queries.find("mine", [tmp_path]).sql == "SELECT 33 AS n"
+    (tmp_path / "other.sql").write_text("-- Other.\nSELECT 4 AS n\n")
+    assert queries.find("other", [tmp_path]).sql == "SELECT 4 AS n"
+    mine.unlink()
+    with pytest.raises(QueryError, match="no query named 'mine'"):
+        queries.find("mine", [tmp_path])

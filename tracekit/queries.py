@@ -277,13 +277,36 @@ def search_path(extra_dirs=()) -> list[Path]:
     return dirs
 
 
+# The parsed library per set of query files (each file's path, size and mtime): a report looks up
+# some 40 queries, and reading and parsing every file for each took 5 ms a time.
+_LOADED: dict[tuple, tuple[dict[str, Query], dict[str, str]]] = {}
+
+
 def _load(extra_dirs=()) -> tuple[dict[str, Query], dict[str, str]]:
     """(queries by id, broken user query files by id -> error)."""
+    roots = search_path(extra_dirs)
+    files = [(root, sorted(root.rglob("*.sql"))) for root in roots]
+    key = (tuple(map(str, roots)), tuple(_signature(p) for _, paths in files for p in paths))
+    if key not in _LOADED:
+        _LOADED.clear()  # one library at a time: a changed file replaces it
+        _LOADED[key] = _parse_all(files)
+    return _LOADED[key]
+
+
+def _signature(path: Path) -> tuple:
+    try:
+        st = path.stat()
+    except OSError:  # unreadable: parsing it says so, by name
+        return (str(path), -1, -1)
+    return (str(path), st.st_size, st.st_mtime_ns)
+
+
+def _parse_all(files) -> tuple[dict[str, Query], dict[str, str]]:
     out: dict[str, Query] = {}
     broken: dict[str, str] = {}
     shipped = shipped_dir()
-    for root in search_path(extra_dirs):
-        for path in sorted(root.rglob("*.sql")):
+    for root, paths in files:
+        for path in paths:
             qid = ".".join(path.relative_to(root).with_suffix("").parts)
             try:
                 out[qid] = parse(path, qid)
