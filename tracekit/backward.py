@@ -70,15 +70,16 @@ def propagate(con: duckdb.DuckDBPyConnection) -> None:
                WHERE s.kind = 'cpu_op' AND coalesce(s.fwd_thread_id, 0) = 0
                  AND s.sequence_number IN (SELECT seq FROM _bw)
            ),
-           -- The thread the fwdbwd flows of each counter start on.
+           -- The thread the fwdbwd flows of each counter start on (the flows read once).
+           fb AS MATERIALIZED (SELECT trace_id, ph, pid, tid, ts_ns, flow_id FROM flows WHERE kind = 'fwdbwd'),
            thr AS (
                SELECT trace_id, fwd, pid, tid FROM (
                    SELECT b.trace_id, b.fwd, s.pid, s.tid, count(*) AS n
-                   FROM flows f
+                   FROM fb f
                    JOIN _bw b ON b.trace_id = f.trace_id AND b.ts_ns = f.ts_ns
                              AND b.pid IS NOT DISTINCT FROM f.pid AND b.tid IS NOT DISTINCT FROM f.tid
-                   JOIN flows s ON s.trace_id = f.trace_id AND s.flow_id = f.flow_id AND s.kind = 'fwdbwd' AND s.ph = 's'
-                   WHERE f.kind = 'fwdbwd' AND f.ph = 'f'
+                   JOIN fb s ON s.trace_id = f.trace_id AND s.flow_id = f.flow_id AND s.ph = 's'
+                   WHERE f.ph = 'f'
                    GROUP BY ALL
                ) QUALIFY row_number() OVER (PARTITION BY trace_id, fwd ORDER BY n DESC, pid, tid) = 1
            )
@@ -125,13 +126,14 @@ def propagate(con: duckdb.DuckDBPyConnection) -> None:
     )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _bw_rows AS
-            SELECT x.x AS id, c.trace_id, fd.stage, '{SOURCE}' AS source, bc.call_id, f.fid AS decider_id, fd.rule
+            SELECT x.x AS id, n.trace_id, fd.stage, '{SOURCE}' AS source, bc.call_id, f.fid AS decider_id, fd.rule
             FROM _bw_x x
+            JOIN _bw n ON n.id = x.bid
             JOIN _bw_fwd f ON f.bid = x.bid
             JOIN cpu_stage_decisions fd ON fd.id = f.fid
             LEFT JOIN _bw_call bc ON bc.fwd_call_id = fd.call_id
-            JOIN _cpu c ON c.id = x.x
-            WHERE x.x NOT IN (SELECT id FROM cpu_stage_decisions)"""
+            -- What another layer decided keeps its decision.
+            ANTI JOIN cpu_stage_decisions d ON d.id = x.x"""
     )
     con.execute("INSERT INTO cpu_stage_decisions BY NAME SELECT * FROM _bw_rows")
     _drop(con)
