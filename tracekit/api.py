@@ -285,7 +285,7 @@ class Trace:
         sql = q.sql
         for name in q.uses:
             dep = queries.find(name, query_dirs)
-            inlined = f'"{dep.name}" AS (\n{dep.sql}\n)'  # as queries.resolve composed it
+            inlined = queries.cte(dep)  # as queries.resolve composed it
             if dep.id in self._memo_ids and inlined in sql:
                 table = self._memoize(dep, {k: bound[k] for k in dep.params if k in bound}, query_dirs)
                 sql = sql.replace(inlined, f'"{dep.name}" AS (SELECT * FROM {table})')

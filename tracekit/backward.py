@@ -31,13 +31,11 @@ from __future__ import annotations
 import duckdb
 
 from .kinds import LAUNCH_KINDS
-from .sqltext import literal
+from .sqltext import in_list
 
 SOURCE = "backward"
-
-
-def _in(values) -> str:
-    return "(" + ", ".join(map(literal, values)) + ")"
+# A forward decision worth giving the backward: the op is in an attention call or has a stage.
+_DECIDED = "(d.call_id IS NOT NULL OR coalesce(d.stage, 'other') <> 'other')"
 
 
 def propagate(con: duckdb.DuckDBPyConnection) -> None:
@@ -48,9 +46,7 @@ def propagate(con: duckdb.DuckDBPyConnection) -> None:
                                                   ts_ns BIGINT, dur_ns BIGINT, new BOOLEAN)"""
     )
     # Nothing decided in the forward (a trace without attention): nothing to give the backward.
-    if not con.execute(
-        "SELECT count(*) FROM cpu_stage_decisions WHERE call_id IS NOT NULL OR coalesce(stage, 'other') <> 'other'"
-    ).fetchone()[0]:  # type: ignore[index]
+    if not con.execute(f"SELECT count(*) FROM cpu_stage_decisions d WHERE {_DECIDED}").fetchone()[0]:  # type: ignore[index]
         return
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _bw AS
@@ -62,10 +58,10 @@ def propagate(con: duckdb.DuckDBPyConnection) -> None:
     # The forward ops with a sequence number, whether decided or not (an undecided op of another
     # thread with the same number makes the pairing ambiguous).
     con.execute(
-        """CREATE OR REPLACE TEMP TABLE _bw_fwd AS
+        f"""CREATE OR REPLACE TEMP TABLE _bw_fwd AS
            WITH fw AS (
                SELECT s.id, s.trace_id, s.pid, s.tid, s.sequence_number AS seq, s.ts_ns, c.pos,
-                      d.id IS NOT NULL AND (d.call_id IS NOT NULL OR coalesce(d.stage, 'other') <> 'other') AS decided
+                      d.id IS NOT NULL AND {_DECIDED} AS decided
                FROM cpu_slices s JOIN _cpu c USING (id) LEFT JOIN cpu_stage_decisions d USING (id)
                WHERE s.kind = 'cpu_op' AND coalesce(s.fwd_thread_id, 0) = 0
                  AND s.sequence_number IN (SELECT seq FROM _bw)
@@ -108,7 +104,7 @@ def propagate(con: duckdb.DuckDBPyConnection) -> None:
                 SELECT x, bid, bpos FROM pairs
                 UNION ALL
                 SELECT s.id, p.bid, p.bpos FROM cpu_slices s JOIN pairs p ON p.x = s.parent_id
-                WHERE s.kind IN {_in(LAUNCH_KINDS)}
+                WHERE s.kind IN {in_list(LAUNCH_KINDS)}
             ) GROUP BY x"""
     )
     # Per forward call: a call already inside its nodes (a fused backward op), else a new one.

@@ -201,6 +201,11 @@ def _lookup(lib: dict[str, Query], name: str) -> Query | None:
     return matches[0] if len(matches) == 1 else None
 
 
+def cte(q: Query) -> str:
+    """``q`` as a common table expression of a query that ``@uses`` it, named after it."""
+    return f'"{q.name}" AS (\n{q.sql}\n)'
+
+
 def resolve(lib: dict[str, Query], broken: dict[str, str] | None = None) -> dict[str, Query]:
     """Compose every query with the queries it ``@uses`` (recursively); errors name the file.
 
@@ -228,7 +233,7 @@ def resolve(lib: dict[str, Query], broken: dict[str, str] | None = None) -> dict
                 mine = params.setdefault(pname, p)
                 if mine.type != p.type:
                     raise QueryError(f"{q.path}:{mine.line}: parameter {pname!r} is {mine.type}, {dep.id} has {p.type}")
-            ctes.append(f'"{dep.name}" AS (\n{dep.sql}\n)')
+            ctes.append(cte(dep))
         for pname in q.own_unused:
             if not any(pname in d.params for d in deps):
                 raise QueryError(f"{q.path}:{q.params[pname].line}: parameter {pname!r} is declared but not used")
@@ -278,7 +283,7 @@ def search_path(extra_dirs=()) -> list[Path]:
 
 
 # The parsed library per set of query files (each file's path, size and mtime): a report looks up
-# some 40 queries, and reading and parsing every file for each took 5 ms a time.
+# queries 37 times, and reading and parsing every file for each took 5 ms a time.
 _LOADED: dict[tuple, tuple[dict[str, Query], dict[str, str]]] = {}
 
 
