@@ -149,20 +149,62 @@ def _match_names(con) -> None:
     modules.match(con)
 
 
+# Ops whose rules' stages only say what they compute: where they sit in their call says which stage
+# they are (``resolve``). ``rotate`` (aten::neg, view_as_complex/view_as_real/polar) is the sign of
+# a rotary embedding applied by plain ops (Hugging Face's rotate_half, Meta's complex form).
+_ROPE_OPS = ("scale", "mask", "rotate")
+_NEVER = "9e18"  # a position after every position (positions are row numbers)
+
+
 def anchors(stage: str, pos: str) -> str:
     """SQL: the aggregates (grouped by call) of the positions ``resolve`` compares with, over decided
-    ``stage``s at ``pos``: the first softmax, the first matmul, the start of the core, its last
-    product (``core_end_pos``) and the first projection."""
+    ``stage``s at ``pos``: the first softmax, the first matmul, the start of the core, its first and
+    last product (``product_pos``, ``core_end_pos``), the first projection and the first rotation.
+    ``rope_anchors`` adds the rest."""
     core = ", ".join(map(literal, ("matmul", *CORE_STAGES)))
     products = ", ".join(map(literal, PRODUCTS))
     return f"""min({pos}) FILTER (WHERE {stage} = 'softmax') AS softmax_pos,
                min({pos}) FILTER (WHERE {stage} = 'matmul') AS first_matmul_pos,
                min({pos}) FILTER (WHERE {stage} IN ({core})) AS core_pos,
+               min({pos}) FILTER (WHERE {stage} IN ({products})) AS product_pos,
                max({pos}) FILTER (WHERE {stage} IN ({products})) AS core_end_pos,
-               min({pos}) FILTER (WHERE {stage} IN ('proj', 'qkv_proj')) AS first_proj_pos"""
+               min({pos}) FILTER (WHERE {stage} IN ('proj', 'qkv_proj')) AS first_proj_pos,
+               min({pos}) FILTER (WHERE {stage} = 'rotate') AS rotate_pos"""
 
 
-def resolve(stage: str, pos: str, anchor: str, positional: str) -> str:
+def _rope_candidate(stage: str, pos: str, a: str, positional: str, nested: str) -> str:
+    """SQL: whether a decided ``stage`` is part of a rotary embedding applied by plain ops: a
+    scale/mask (mul, div, add) or rotate op that a generic rule decided (``positional``), before
+    the call's first product, in a call that rotates before it, and not inside an op that is an
+    attention call itself (``nested``: SDPA's math backend scales q and k before its first product)."""
+    before = f"coalesce({a}.product_pos, {_NEVER})"
+    return f"""({stage} IN ({", ".join(map(literal, _ROPE_OPS))}) AND {positional} AND NOT coalesce({nested}, false)
+               AND {a}.rotate_pos < {before} AND {pos} < {before})"""
+
+
+def rope_anchors(con, table: str, stage: str, pos: str, positional: str, nested: str) -> None:
+    """Add to the anchors ``table`` (one row per call, from ``anchors``) what a rotary embedding
+    applied by plain ops changes, from the decided rows of ``_xstage``: the span of its ops
+    (``rope_lo``, ``rope_hi``), and ``core_pos`` without them (its muls are not the core's scale)."""
+    candidate = _rope_candidate(stage, pos, "a", positional, nested)
+    core = ", ".join(map(literal, ("matmul", *CORE_STAGES)))
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {table} AS
+            -- A call that does not rotate has no row in r, and keeps its core_pos.
+            SELECT a.* REPLACE (CASE WHEN r.call_id IS NULL THEN a.core_pos ELSE r.core_pos END AS core_pos),
+                   r.rope_lo, r.rope_hi
+            FROM {table} a LEFT JOIN (
+                SELECT x.call_id,
+                       min({pos}) FILTER (WHERE {candidate}) AS rope_lo,
+                       max({pos}) FILTER (WHERE {candidate}) AS rope_hi,
+                       min({pos}) FILTER (WHERE {stage} IN ({core}) AND NOT {candidate}) AS core_pos
+                FROM _xstage x JOIN {table} a ON a.call_id = x.call_id
+                WHERE a.rotate_pos IS NOT NULL GROUP BY x.call_id
+            ) r ON r.call_id = a.call_id"""
+    )
+
+
+def resolve(stage: str, pos: str, anchor: str, positional: str, nested: str = "false") -> str:
     """SQL: a decided stage with the position-dependent ones resolved.
 
     ``matmul`` is qk_matmul before the call's softmax and pv_matmul after it
@@ -172,10 +214,16 @@ def resolve(stage: str, pos: str, anchor: str, positional: str) -> str:
     and out_proj after the core (the output block's norm). When
     ``positional`` holds (a generic op or module decided, not a label),
     scale/mask/dropout ops after the core belong to the output block
-    (out_proj: the residual add, the output dropout).
+    (out_proj: the residual add, the output dropout). In a call that rotates
+    (``rotate``: aten::neg, view_as_complex, ...) before its first product,
+    the scale/mask ops before that product are its rotary embedding
+    (``rope``: q * cos + rotate_half(q) * sin), and so are the layout ops
+    among them (rotate_half's cat); ``nested`` marks rows inside an op that
+    is an attention call itself, which keep their stage.
     """
     a = anchor
-    return f"""CASE {stage}
+    rope = _rope_candidate(stage, pos, a, positional, nested)
+    return f"""CASE WHEN {rope} THEN 'rope' ELSE CASE {stage}
         WHEN 'matmul' THEN
             CASE WHEN {a}.softmax_pos IS NOT NULL
                  THEN CASE WHEN {pos} < {a}.softmax_pos THEN 'qk_matmul' ELSE 'pv_matmul' END
@@ -190,7 +238,12 @@ def resolve(stage: str, pos: str, anchor: str, positional: str) -> str:
         WHEN 'scale' THEN CASE WHEN {positional} AND {pos} > {a}.core_end_pos THEN 'out_proj' ELSE 'scale' END
         WHEN 'mask' THEN CASE WHEN {positional} AND {pos} > {a}.core_end_pos THEN 'out_proj' ELSE 'mask' END
         WHEN 'dropout' THEN CASE WHEN {positional} AND {pos} > {a}.core_end_pos THEN 'out_proj' ELSE 'dropout' END
-        ELSE {stage} END"""
+        -- A rotation after the core's first product is not a rotary embedding.
+        WHEN 'rotate' THEN 'other'
+        WHEN 'layout' THEN
+            CASE WHEN {positional} AND NOT coalesce({nested}, false) AND {pos} > {a}.rope_lo AND {pos} < {a}.rope_hi
+                 THEN 'rope' ELSE 'layout' END
+        ELSE {stage} END END"""
 
 
 def _cpu_stages(con, kind: str) -> None:
@@ -231,7 +284,9 @@ def _cpu_stages(con, kind: str) -> None:
     con.execute("INSERT INTO _xm SELECT x, mkey FROM _eager_pairs")
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _xcall AS
-           SELECT x.x, arg_min(m.id, m.pos) AS call_id, min(m.pos) AS call_pos
+           SELECT x.x, arg_min(m.id, m.pos) AS call_id, min(m.pos) AS call_pos,
+                  -- Inside (or itself) an op that marks a call: SDPA's math backend, a fused op.
+                  bool_or(m.kind = 'cpu_op') AS in_call_op
            FROM _xm x JOIN _marked m ON m.mkey = x.mkey WHERE m.is_call GROUP BY x.x"""
     )
     # Per slice and layer, the deciding mark's row of _marked (its rowid), looked up once the layer is
@@ -240,7 +295,7 @@ def _cpu_stages(con, kind: str) -> None:
     in_context = "(m.context = 'any' OR m.pos >= c.call_pos)"
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _xdecide AS
-            SELECT x.x, c.call_id,
+            SELECT x.x, c.call_id, c.in_call_op,
                    arg_max(m.rowid, m.pos)
                        FILTER (WHERE m.kind = 'user_annotation' AND m.stage IS NOT NULL) AS by_label,
                    arg_max(m.rowid, m.pos)
@@ -252,11 +307,11 @@ def _cpu_stages(con, kind: str) -> None:
                        FILTER (WHERE m.kind = 'cpu_op' AND m.stage IS NOT NULL AND m.scope <> 'inner'
                                AND {in_context}) AS by_outer_op
             FROM _xm x JOIN _marked m ON m.mkey = x.mkey LEFT JOIN _xcall c ON c.x = x.x
-            GROUP BY x.x, c.call_id"""
+            GROUP BY x.x, c.call_id, c.in_call_op"""
     )
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _xstage AS
-           SELECT x.x, x.call_id,
+           SELECT x.x, x.call_id, x.in_call_op,
                   CASE WHEN m.rowid IS NOT NULL
                        THEN struct_pack(stage := m.stage, decider := m.id, pos := m.pos, rule := m.rule) END AS d,
                   CASE WHEN by_label IS NOT NULL THEN 'label'
@@ -272,7 +327,9 @@ def _cpu_stages(con, kind: str) -> None:
             FROM _xstage WHERE call_id IS NOT NULL GROUP BY call_id"""
     )
     # Stages resolved over the decided slices only, then joined onto every slice.
-    stage = resolve("x.d.stage", "x.d.pos", "a", "x.source IN ('op', 'module')")
+    positional = "x.source IN ('op', 'module')"
+    rope_anchors(con, "_anchor", "x.d.stage", "x.d.pos", positional, "x.in_call_op")
+    stage = resolve("x.d.stage", "x.d.pos", "a", positional, "x.in_call_op")
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _xresolved AS
             SELECT x.x, {stage} AS stage, x.source, x.call_id, x.d.decider AS decider_id, x.d.rule
@@ -350,7 +407,10 @@ def _gpu_op_stages(con, kind: str) -> None:
                    least(c.first_matmul_pos, k.first_matmul_pos) AS first_matmul_pos,
                    least(c.core_pos, k.core_pos) AS core_pos,
                    greatest(c.core_end_pos, k.core_end_pos) AS core_end_pos,
-                   least(c.first_proj_pos, k.first_proj_pos) AS first_proj_pos
+                   least(c.first_proj_pos, k.first_proj_pos) AS first_proj_pos,
+                   least(c.product_pos, k.product_pos) AS product_pos,
+                   least(c.rotate_pos, k.rotate_pos) AS rotate_pos,
+                   c.rope_lo, c.rope_hi
             FROM _anchor c FULL OUTER JOIN ka k ON k.call_id = c.call_id
         ),
         s AS (

@@ -1,0 +1,194 @@
+"""A rotary embedding applied by plain ops inside an attention call is ``rope``, not the core's scale/mask.
+
+Without ``with_stack`` the trace has no ``apply_rotary_pos_emb`` scope: inside a
+call labelled by the capture module (``attention:LlamaAttention``, the
+projections ``stage:qkv_proj``), RoPE is a run of ``aten::mul`` / ``aten::neg``
+/ ``aten::cat`` / ``aten::add`` between the projections and the core, which the
+generic op rules call ``scale`` and ``mask``. Each test records a model on CPU
+torch whose ops are known by construction (or a tiny random Hugging Face Llama)
+and checks every op in every call.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import tracekit
+
+torch = pytest.importorskip("torch")
+
+CORE_FIRST = ("aten::matmul", "aten::bmm", "aten::scaled_dot_product_attention")
+
+
+def _record(tmp_path, name, model, inputs, *, math: bool = False):
+    """Record ``model(inputs)`` on CPU after a warm-up: ops and shapes, no Python stacks."""
+    import contextlib
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.profiler import ProfilerActivity, profile
+
+    backend = sdpa_kernel(SDPBackend.MATH) if math else contextlib.nullcontext()
+    with torch.no_grad(), backend:
+        model(inputs)
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            model(inputs)
+    path = tmp_path / f"{name}.json"
+    prof.export_chrome_trace(str(path))
+    return tracekit.load(path)
+
+
+def _call_ops(trace) -> dict[int, list[tuple[str, str]]]:
+    """Per attention call, its top-level ops (depth 1 below the call's label) in order: (name, stage)."""
+    rows = trace.sql(
+        """SELECT s.call_id, c.name, s.stage
+           FROM cpu_stages s JOIN cpu_slices c USING (id) JOIN cpu_slices p ON p.id = c.parent_id
+           WHERE s.call_id IS NOT NULL AND c.kind = 'cpu_op' AND p.id = s.call_id
+           ORDER BY s.call_id, c.ts_ns, c.id"""
+    ).rows()
+    calls: dict[int, list[tuple[str, str]]] = {}
+    for call, name, stage in rows:
+        calls.setdefault(call, []).append((name, stage))
+    return calls
+
+
+def _before_core(ops: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    first = next(i for i, (name, _) in enumerate(ops) if name in CORE_FIRST)
+    return ops[:first]
+
+
+class _Attention(torch.nn.Module):
+    """Labelled like the capture module labels a model: the call, then its projections."""
+
+    def __init__(self, rotary: str | None, prescale: bool, sdpa: bool, hidden: int = 32, heads: int = 4):
+        super().__init__()
+        self.rotary, self.prescale, self.sdpa, self.heads = rotary, prescale, sdpa, heads
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(hidden, hidden) for _ in range(4))
+        d = hidden // heads
+        angles = torch.arange(16)[:, None] * (1e-2 ** (torch.arange(d // 2) / (d // 2)))[None, :]
+        self.register_buffer("cos", angles.cos().repeat(1, 2))
+        self.register_buffer("sin", angles.sin().repeat(1, 2))
+        self.register_buffer("freqs", torch.polar(torch.ones_like(angles), angles))
+
+    def _rotate(self, t):
+        if self.rotary == "half":  # Hugging Face: q * cos + rotate_half(q) * sin
+            a, b = t[..., : t.shape[-1] // 2], t[..., t.shape[-1] // 2 :]
+            return t * self.cos + torch.cat((-b, a), dim=-1) * self.sin
+        if self.rotary == "complex":  # Meta's Llama: a complex product
+            z = torch.view_as_complex(t.float().reshape(*t.shape[:-1], -1, 2))
+            return torch.view_as_real(z * self.freqs).flatten(-2)
+        return t
+
+    def forward(self, x):
+        b, s, h = x.shape
+        with torch.profiler.record_function("attention:TestAttention"):
+            with torch.profiler.record_function("stage:qkv_proj"):
+                q, k, v = self.q(x), self.k(x), self.v(x)
+            q, k, v = (t.view(b, s, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+            q, k = self._rotate(q), self._rotate(k)
+            if self.prescale:  # BART: the queries scaled before QK^T
+                q = q * q.shape[-1] ** -0.5
+            if self.sdpa:
+                out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                scores = torch.matmul(q, k.transpose(-1, -2))
+                if not self.prescale:
+                    scores = scores / q.shape[-1] ** 0.5
+                out = torch.matmul(scores.softmax(-1), v)
+            with torch.profiler.record_function("stage:out_proj"):
+                return self.o(out.transpose(1, 2).reshape(b, s, h))
+
+
+@pytest.mark.parametrize("rotary", ["half", "complex"])
+@pytest.mark.parametrize("sdpa", [False, True], ids=["eager", "sdpa"])
+def test_rotary_ops_before_the_core_are_rope_by_construction(tmp_path, rotary, sdpa):
+    model = _Attention(rotary, prescale=False, sdpa=sdpa)
+    with _record(tmp_path, f"rope_{rotary}", model, torch.randn(2, 16, 32)) as trace:
+        calls = _call_ops(trace)
+    assert len(calls) == 1
+    (ops,) = calls.values()
+    before = _before_core(ops)
+    arithmetic = [(n, s) for n, s in before if n in ("aten::mul", "aten::add", "aten::neg")]
+    # half: 2 muls, a neg and an add per tensor; complex: one (complex) mul per tensor.
+    assert len(arithmetic) == (8 if rotary == "half" else 2)
+    assert {s for _, s in arithmetic} == {"rope"}
+    signs = [s for n, s in before if n in ("aten::neg", "aten::view_as_complex", "aten::view_as_real")]
+    assert signs and set(signs) == {"rope"}
+    if rotary == "half":  # rotate_half's cat sits among the rotation's ops
+        assert {s for n, s in before if n == "aten::cat"} == {"rope"}
+    # The q/k/v reshapes before the rotation are still layout, and the core is untouched.
+    assert {s for n, s in before[:6] if n in ("aten::view", "aten::transpose")} == {"layout"}
+    after = ops[len(before) :]
+    assert "rope" not in {s for _, s in after}
+    if not sdpa:
+        assert [s for n, s in after if n in ("aten::div", "aten::softmax", "aten::matmul")] == [
+            "qk_matmul",
+            "scale",
+            "softmax",
+            "pv_matmul",
+        ]
+
+
+@pytest.mark.parametrize("sdpa", [False, True], ids=["eager", "sdpa"])
+def test_a_prescale_without_rotation_stays_scale_by_construction(tmp_path, sdpa):
+    """BART scales the queries before QK^T: no rotation in the call, so the mul is the core's scale."""
+    with _record(tmp_path, "prescale", _Attention(None, prescale=True, sdpa=sdpa), torch.randn(2, 16, 32)) as trace:
+        (ops,) = _call_ops(trace).values()
+    assert [s for n, s in _before_core(ops) if n == "aten::mul"] == ["scale"]
+    assert "rope" not in {s for _, s in ops}
+
+
+def test_sdpa_math_scales_inside_its_op_stay_scale(tmp_path):
+    """SDPA's math backend scales q and k before its first product, inside the SDPA op (a call
+    itself): those muls are the core's scale even in a call that rotates before it."""
+    model = _Attention("half", prescale=False, sdpa=True)
+    with _record(tmp_path, "rope_math", model, torch.randn(2, 16, 32), math=True) as trace:
+        inner = trace.sql(
+            """SELECT s.stage, count(*) FROM cpu_stages s JOIN cpu_slices c USING (id)
+               JOIN cpu_slices p ON p.id = c.parent_id
+               WHERE p.name = 'aten::_scaled_dot_product_attention_math' AND c.name = 'aten::mul'
+               GROUP BY ALL"""
+        ).rows()
+        outer = trace.sql(
+            """SELECT list(DISTINCT s.stage) FROM cpu_stages s JOIN cpu_slices c USING (id)
+               JOIN cpu_slices p ON p.id = c.parent_id
+               WHERE p.name = 'attention:TestAttention' AND c.name IN ('aten::mul', 'aten::neg', 'aten::add')"""
+        ).rows()
+    assert inner and {s for s, _ in inner} == {"scale"}
+    assert outer == [(["rope"],)]
+
+
+def test_labelled_llama_rope_is_rope_and_its_scale_is_the_scores(tmp_path):
+    """A tiny random Hugging Face Llama labelled by the capture module (no Python stacks): the
+    rotation's 8 elementwise ops per call are rope; eager's one scale is the mul after QK^T."""
+    transformers = pytest.importorskip("transformers")
+    from tracekit import capture
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    for impl in ("eager", "sdpa"):
+        model = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation=impl).eval()
+        handle = capture.label_modules(model)
+        with _record(tmp_path, f"llama_{impl}", model, torch.randint(0, 64, (2, 16))) as trace:
+            calls = _call_ops(trace)
+            stage_of = dict(
+                trace.sql(
+                    """SELECT stage, count(*) FROM cpu_stages s JOIN cpu_slices c USING (id)
+                       WHERE s.call_id IS NOT NULL AND c.name IN ('aten::mul', 'aten::neg', 'aten::add')
+                       GROUP BY ALL"""
+                ).rows()
+            )
+        handle.remove()
+        assert len(calls) == 2
+        for ops in calls.values():
+            before = _before_core(ops)
+            assert [s for n, s in before if n in ("aten::mul", "aten::add", "aten::neg")] == ["rope"] * 8
+        # Per call: 8 rotary ops; eager adds the scores' scale (mul) and the causal mask (add).
+        assert stage_of == ({"rope": 16, "scale": 2, "mask": 2} if impl == "eager" else {"rope": 16})
