@@ -121,23 +121,25 @@ def test_unlabelled_llama_finds_what_its_labels_say(h200):
 
 
 @pytest.mark.parametrize("name", ["llama_eager", "llama_train_sdpa"])
-def test_labelled_llama_rope_is_rope_not_the_cores_scale(h200, name):
+def test_labelled_llama_rope_and_kv_cache_by_their_place_in_the_call(h200, name):
     """The capture module labels the call and its projections, not RoPE (a function, recorded
     without Python stacks): its ops are rope by their place in the call. Hugging Face's
     apply_rotary_pos_emb runs, for q and for k, x * cos, rotate_half(x) (a neg and a cat) times
     sin and an add: 10 GPU ops per forward call. Eager attention then scales and masks the scores
-    once each; SDPA's fused kernel does both itself, so its calls have no scale or mask kernel."""
+    once each; SDPA's fused kernel does both itself, so its calls have no scale or mask kernel. The
+    model's DynamicCache appends k and v along the sequence axis (cat, dim -2): 2 kv_cache ops."""
     rows = h200.sql(
         """SELECT c.call_id, s.stage, count(*) FROM gpu_op_stages s JOIN attention_calls c USING (call_id)
            JOIN traces t ON t.trace_id = c.trace_id
-           WHERE t.trace = $t AND c.direction = 'forward' AND s.stage IN ('rope', 'scale', 'mask') GROUP BY ALL""",
+           WHERE t.trace = $t AND c.direction = 'forward' AND s.stage IN ('rope', 'scale', 'mask', 'kv_cache')
+           GROUP BY ALL""",
         {"t": name},
     ).fetchall()
     per_call: dict[int, dict[str, int]] = {}
     for call, stage, n in rows:
         per_call.setdefault(call, {})[stage] = n
     eager = name == "llama_eager"
-    want = {"rope": 10, "scale": 1, "mask": 1} if eager else {"rope": 10}
+    want = {"rope": 10, "kv_cache": 2, "scale": 1, "mask": 1} if eager else {"rope": 10, "kv_cache": 2}
     assert len(per_call) == len(_calls(h200, name)) // (1 if eager else 2)
     assert all(found == want for found in per_call.values()), per_call
 

@@ -172,21 +172,27 @@ def anchors(stage: str, pos: str) -> str:
                min({pos}) FILTER (WHERE {stage} = 'rotate') AS rotate_pos"""
 
 
-def _rope_candidate(stage: str, pos: str, a: str, positional: str, nested: str) -> str:
+def _fact(facts: str | None, name: str) -> str:
+    """SQL: the deciding op's fact ``name`` (a column of ``_op_facts``) from the struct ``facts``; false without."""
+    return "false" if facts is None else f"coalesce({facts}.{name}, false)"
+
+
+def _rope_candidate(stage: str, pos: str, a: str, positional: str, nested: str, facts: str | None) -> str:
     """SQL: whether a decided ``stage`` is part of a rotary embedding applied by plain ops: a
     scale/mask (mul, div, add) or rotate op that a generic rule decided (``positional``), before
-    the call's first product, in a call that rotates before it, and not inside an op that is an
-    attention call itself (``nested``: SDPA's math backend scales q and k before its first product)."""
+    the call's first product, in a call that rotates before it, not inside an op that is an
+    attention call itself (``nested``: SDPA's math backend scales q and k before its first product),
+    and not an op whose recorded inputs are all below 3-D (a KV cache's position arithmetic)."""
     before = f"coalesce({a}.product_pos, {_NEVER})"
     return f"""({stage} IN ({", ".join(map(literal, _ROPE_OPS))}) AND {positional} AND NOT coalesce({nested}, false)
-               AND {a}.rotate_pos < {before} AND {pos} < {before})"""
+               AND NOT {_fact(facts, "low_rank")} AND {a}.rotate_pos < {before} AND {pos} < {before})"""
 
 
-def rope_anchors(con, table: str, stage: str, pos: str, positional: str, nested: str) -> None:
+def rope_anchors(con, table: str, stage: str, pos: str, positional: str, nested: str, facts: str) -> None:
     """Add to the anchors ``table`` (one row per call, from ``anchors``) what a rotary embedding
     applied by plain ops changes, from the decided rows of ``_xstage``: the span of its ops
     (``rope_lo``, ``rope_hi``), and ``core_pos`` without them (its muls are not the core's scale)."""
-    candidate = _rope_candidate(stage, pos, "a", positional, nested)
+    candidate = _rope_candidate(stage, pos, "a", positional, nested, facts)
     core = ", ".join(map(literal, ("matmul", *CORE_STAGES)))
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE {table} AS
@@ -204,7 +210,7 @@ def rope_anchors(con, table: str, stage: str, pos: str, positional: str, nested:
     )
 
 
-def resolve(stage: str, pos: str, anchor: str, positional: str, nested: str = "false") -> str:
+def resolve(stage: str, pos: str, anchor: str, positional: str, nested: str = "false", facts: str | None = None) -> str:
     """SQL: a decided stage with the position-dependent ones resolved.
 
     ``matmul`` is qk_matmul before the call's softmax and pv_matmul after it
@@ -219,10 +225,15 @@ def resolve(stage: str, pos: str, anchor: str, positional: str, nested: str = "f
     the scale/mask ops before that product are its rotary embedding
     (``rope``: q * cos + rotate_half(q) * sin), and so are the layout ops
     among them (rotate_half's cat); ``nested`` marks rows inside an op that
-    is an attention call itself, which keep their stage.
+    is an attention call itself, which keep their stage. A ``concat`` that
+    appends along the sequence axis (``_SEQ_APPEND``) before the core's
+    first product is a KV-cache update (``kv_cache``); otherwise layout.
+    ``facts``: the deciding op's row of ``_op_facts`` as a struct (None: no
+    op facts, as for kernels).
     """
     a = anchor
-    rope = _rope_candidate(stage, pos, a, positional, nested)
+    rope = _rope_candidate(stage, pos, a, positional, nested, facts)
+    in_rope = f"({positional} AND NOT coalesce({nested}, false) AND {pos} > {a}.rope_lo AND {pos} < {a}.rope_hi)"
     return f"""CASE WHEN {rope} THEN 'rope' ELSE CASE {stage}
         WHEN 'matmul' THEN
             CASE WHEN {a}.softmax_pos IS NOT NULL
@@ -240,10 +251,22 @@ def resolve(stage: str, pos: str, anchor: str, positional: str, nested: str = "f
         WHEN 'dropout' THEN CASE WHEN {positional} AND {pos} > {a}.core_end_pos THEN 'out_proj' ELSE 'dropout' END
         -- A rotation after the core's first product is not a rotary embedding.
         WHEN 'rotate' THEN 'other'
-        WHEN 'layout' THEN
-            CASE WHEN {positional} AND NOT coalesce({nested}, false) AND {pos} > {a}.rope_lo AND {pos} < {a}.rope_hi
-                 THEN 'rope' ELSE 'layout' END
+        WHEN 'layout' THEN CASE WHEN {in_rope} THEN 'rope' ELSE 'layout' END
+        WHEN 'concat' THEN
+            CASE WHEN {in_rope} THEN 'rope'
+                 WHEN {_fact(facts, "appends")} AND {pos} < coalesce({a}.product_pos, {_NEVER}) THEN 'kv_cache'
+                 ELSE 'layout' END
         ELSE {stage} END END"""
+
+
+# A concatenation that appends to 4-D [batch, heads, seq, head_dim] tensors along the sequence axis: a
+# KV cache growing (Hugging Face DynamicCache: cat([keys, new], dim=-2); StaticCache: index_copy_(2, ...)).
+# The dim is the op's second argument either way; a trace without shapes cannot tell, and keeps layout.
+_SEQ_APPEND = """TRY_CAST(s.concrete_inputs->>'$[1]' AS INTEGER) IN (2, -2)
+                 AND regexp_matches(s.input_dims::VARCHAR, '\\[-?\\d+,-?\\d+,-?\\d+,-?\\d+\\]')"""
+# Recorded inputs, none of them a tensor of 3 or more dimensions: not q or k (a KV cache's position
+# arithmetic, StaticCache's cache_position + 1). NULL without shapes.
+_LOW_RANK = "NOT regexp_matches(s.input_dims::VARCHAR, '\\[-?\\d+,-?\\d+,-?\\d+')"
 
 
 def _cpu_stages(con, kind: str) -> None:
@@ -289,6 +312,14 @@ def _cpu_stages(con, kind: str) -> None:
                   bool_or(m.kind = 'cpu_op') AS in_call_op
            FROM _xm x JOIN _marked m ON m.mkey = x.mkey WHERE m.is_call GROUP BY x.x"""
     )
+    # What the position rules need of an op's arguments, for the ops in calls they may resolve.
+    ops = ", ".join(map(literal, ("concat", *_ROPE_OPS)))
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _op_facts AS
+            SELECT s.id, {_SEQ_APPEND} AS appends, {_LOW_RANK} AS low_rank
+            FROM cpu_slices s
+            WHERE s.id IN (SELECT id FROM _marked WHERE stage IN ({ops}) AND id IN (SELECT x FROM _xcall))"""
+    )
     # Per slice and layer, the deciding mark's row of _marked (its rowid), looked up once the layer is
     # chosen: an arg_max of the decision itself (a struct of its stage, id, position and rule) cost
     # x22 0.27 of 0.31 CPU-s here (one thread), the strings copied into the states row by row.
@@ -313,12 +344,14 @@ def _cpu_stages(con, kind: str) -> None:
         """CREATE OR REPLACE TEMP TABLE _xstage AS
            SELECT x.x, x.call_id, x.in_call_op,
                   CASE WHEN m.rowid IS NOT NULL
-                       THEN struct_pack(stage := m.stage, decider := m.id, pos := m.pos, rule := m.rule) END AS d,
+                       THEN struct_pack(stage := m.stage, decider := m.id, pos := m.pos, rule := m.rule,
+                                        appends := f.appends, low_rank := f.low_rank) END AS d,
                   CASE WHEN by_label IS NOT NULL THEN 'label'
                        WHEN by_module IS NOT NULL THEN 'module'
                        WHEN coalesce(by_inner_op, by_outer_op) IS NOT NULL THEN 'op' END AS source
            FROM _xdecide x
-           LEFT JOIN _marked m ON m.rowid = coalesce(x.by_label, x.by_module, x.by_inner_op, x.by_outer_op)"""
+           LEFT JOIN _marked m ON m.rowid = coalesce(x.by_label, x.by_module, x.by_inner_op, x.by_outer_op)
+           LEFT JOIN _op_facts f ON f.id = m.id"""
     )
     # matmul / proj / norm are told apart by where their decider sits in the call.
     con.execute(
@@ -328,8 +361,8 @@ def _cpu_stages(con, kind: str) -> None:
     )
     # Stages resolved over the decided slices only, then joined onto every slice.
     positional = "x.source IN ('op', 'module')"
-    rope_anchors(con, "_anchor", "x.d.stage", "x.d.pos", positional, "x.in_call_op")
-    stage = resolve("x.d.stage", "x.d.pos", "a", positional, "x.in_call_op")
+    rope_anchors(con, "_anchor", "x.d.stage", "x.d.pos", positional, "x.in_call_op", "x.d")
+    stage = resolve("x.d.stage", "x.d.pos", "a", positional, "x.in_call_op", "x.d")
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _xresolved AS
             SELECT x.x, {stage} AS stage, x.source, x.call_id, x.d.decider AS decider_id, x.d.rule
@@ -345,7 +378,7 @@ def _cpu_stages(con, kind: str) -> None:
            OR x.rule IS NOT NULL
         """
     )
-    for t in ("_xcall", "_xdecide", "_xstage", "_xresolved"):
+    for t in ("_xcall", "_xdecide", "_xstage", "_xresolved", "_op_facts"):
         con.execute(f"DROP TABLE {t}")
     # A training step's backward: each autograd node takes its forward op's stage and call's backward call.
     backward.propagate(con)

@@ -1,4 +1,6 @@
-"""A rotary embedding applied by plain ops inside an attention call is ``rope``, not the core's scale/mask.
+"""Ops told apart by their place in an attention call and their arguments: a rotary embedding applied by
+plain ops is ``rope`` (not the core's scale/mask), a KV cache growing along the sequence axis is
+``kv_cache`` (not layout).
 
 Without ``with_stack`` the trace has no ``apply_rotary_pos_emb`` scope: inside a
 call labelled by the capture module (``attention:LlamaAttention``, the
@@ -20,8 +22,8 @@ torch = pytest.importorskip("torch")
 CORE_FIRST = ("aten::matmul", "aten::bmm", "aten::scaled_dot_product_attention")
 
 
-def _record(tmp_path, name, model, inputs, *, math: bool = False):
-    """Record ``model(inputs)`` on CPU after a warm-up: ops and shapes, no Python stacks."""
+def _record(tmp_path, name, model, inputs, *, math: bool = False, shapes: bool = True):
+    """Record ``model(inputs)`` on CPU after a warm-up: ops and (``shapes``) their inputs, no Python stacks."""
     import contextlib
 
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -30,7 +32,7 @@ def _record(tmp_path, name, model, inputs, *, math: bool = False):
     backend = sdpa_kernel(SDPBackend.MATH) if math else contextlib.nullcontext()
     with torch.no_grad(), backend:
         model(inputs)
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes) as prof:
             model(inputs)
     path = tmp_path / f"{name}.json"
     prof.export_chrome_trace(str(path))
@@ -98,6 +100,28 @@ class _Attention(torch.nn.Module):
                 return self.o(out.transpose(1, 2).reshape(b, s, h))
 
 
+LLAMA = dict(
+    vocab_size=64,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+)
+
+
+def _labelled_llama(impl: str):
+    """A tiny random Hugging Face Llama, labelled as the capture module labels a model."""
+    transformers = pytest.importorskip("transformers")
+    from tracekit import capture
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(**LLAMA)
+    model = transformers.LlamaForCausalLM._from_config(config, attn_implementation=impl).eval()
+    return model, capture.label_modules(model)
+
+
 @pytest.mark.parametrize("rotary", ["half", "complex"])
 @pytest.mark.parametrize("sdpa", [False, True], ids=["eager", "sdpa"])
 def test_rotary_ops_before_the_core_are_rope_by_construction(tmp_path, rotary, sdpa):
@@ -160,23 +184,14 @@ def test_sdpa_math_scales_inside_its_op_stay_scale(tmp_path):
 def test_labelled_llama_rope_is_rope_and_its_scale_is_the_scores(tmp_path):
     """A tiny random Hugging Face Llama labelled by the capture module (no Python stacks): the
     rotation's 8 elementwise ops per call are rope; eager's one scale is the mul after QK^T."""
-    transformers = pytest.importorskip("transformers")
-    from tracekit import capture
-
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
     for impl in ("eager", "sdpa"):
-        model = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation=impl).eval()
-        handle = capture.label_modules(model)
-        with _record(tmp_path, f"llama_{impl}", model, torch.randint(0, 64, (2, 16))) as trace:
+        model, handle = _labelled_llama(impl)
+        with _record(
+            tmp_path,
+            f"llama_{impl}",
+            lambda ids, model=model: model(ids, use_cache=False),
+            torch.randint(0, 64, (2, 16)),
+        ) as trace:
             calls = _call_ops(trace)
             stage_of = dict(
                 trace.sql(
@@ -192,3 +207,51 @@ def test_labelled_llama_rope_is_rope_and_its_scale_is_the_scores(tmp_path):
             assert [s for n, s in before if n in ("aten::mul", "aten::add", "aten::neg")] == ["rope"] * 8
         # Per call: 8 rotary ops; eager adds the scores' scale (mul) and the causal mask (add).
         assert stage_of == ({"rope": 16, "scale": 2, "mask": 2} if impl == "eager" else {"rope": 16})
+
+
+# transformers 5 renames past_key_values to cache; 4.x knows only the old name.
+@pytest.mark.filterwarnings("ignore:.*past_key_values.*:FutureWarning")
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+@pytest.mark.parametrize("shapes", [True, False], ids=["record_shapes", "no_shapes"])
+def test_a_growing_kv_cache_is_kv_cache_by_its_arguments(tmp_path, cache, shapes):
+    """A decode step of a labelled tiny Llama: DynamicCache appends k and v with cat(dim=-2),
+    StaticCache writes them with index_copy_(2, ...): two KV-cache ops per call, before the core.
+    rotate_half's cat (dim -1) is rope; a trace without shapes cannot tell them apart (layout), and
+    StaticCache's position arithmetic on 1-D tensors is not rope when shapes say so."""
+    transformers = pytest.importorskip("transformers")
+    model, handle = _labelled_llama("sdpa")
+    ids = torch.randint(0, 64, (2, 16))
+    with torch.no_grad():
+        if cache == "static":
+            kv = transformers.StaticCache(config=model.config, max_cache_len=64)
+        else:
+            kv = transformers.DynamicCache()
+        model(ids, past_key_values=kv, use_cache=True)  # the prompt fills the cache
+    step = ids[:, :1]
+    op = "aten::cat" if cache == "dynamic" else "aten::index_copy_"
+    # The warm-up step of _record appends too: the cache only grows.
+    with _record(
+        tmp_path, f"decode_{cache}", lambda x: model(x, past_key_values=kv, use_cache=True), step, shapes=shapes
+    ) as trace:
+        calls = _call_ops(trace)
+        adds = trace.sql(
+            """SELECT regexp_matches(c.input_dims::VARCHAR, '\\[\\d+,\\d+,\\d+,\\d+\\]') AS q_or_k, list(s.stage)
+               FROM cpu_stages s JOIN cpu_slices c USING (id) JOIN cpu_slices p ON p.id = c.parent_id
+               WHERE p.id = s.call_id AND c.name IN ('aten::add', 'aten::add_') GROUP BY ALL"""
+        ).rows()
+    handle.remove()
+    assert len(calls) == 2
+    for ops in calls.values():
+        before = _before_core(ops)
+        writes = [s for n, s in before if n == op and (cache == "static" or s != "rope")]
+        assert writes == (["kv_cache"] * 2 if shapes else ["layout"] * 2)
+        assert [s for n, s in before if n == "aten::neg"] == ["rope"] * 2
+        if cache == "dynamic":
+            assert [s for n, s in before if n == "aten::cat"].count("rope") == 2  # rotate_half's
+        assert "kv_cache" not in {s for _, s in ops[len(before) :]}
+    # The rotation's adds (of 4-D q and k) are rope; StaticCache's cache_position + 1 (1-D) is not.
+    by_rank = {q_or_k: set(found) for q_or_k, found in adds}
+    if shapes:
+        assert by_rank[True] == {"rope"}
+        if cache == "static":
+            assert by_rank[False] and "rope" not in by_rank[False]
