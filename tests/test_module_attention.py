@@ -197,6 +197,13 @@ def test_attention_kernel_beats_a_kv_cache_name_rule(tmp_path):
         "void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*, unsigned int, unsigned int)": (
             "fused_attention"
         ),
+        # Triton decode attention (SGLang / vLLM / LightLLM), by its kernels' own names.
+        "_fwd_grouped_kernel_stage1": "fused_attention",
+        "_fwd_kernel_stage1": "fused_attention",
+        "_fwd_kernel_stage2": "fused_attention",
+        "_fwd_kernel_flash_decode_stage1": "fused_attention",
+        # Their extend kernel's name says nothing outside an attention call.
+        "_fwd_kernel": "other",
     }
     t = 5_000
     for name in names:
@@ -228,6 +235,7 @@ def test_inductor_kernels_inside_a_module_call_are_read_by_their_fused_ops(tmp_p
         launch_only("triton_poi_fused_clone_transpose_view_3", "layout")
         s.op("aten::_scaled_dot_product_flash_attention", "flash_fwd_kernel", "fused_attention")
         truth["flash_fwd_kernel"] = "fused_attention"
+        launch_only("_fwd_kernel", "fused_attention")  # SGLang's Triton extend attention, by its place
         launch_only("triton_tem_fused_addmm_4", "out_proj")
 
     s.scope("nn.Module: FluxAttention_0", body)
