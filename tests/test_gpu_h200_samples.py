@@ -106,11 +106,14 @@ def test_unlabelled_llama_finds_what_its_labels_say(h200):
     config = MANIFEST["models"][0]["config"]
     steps = 3  # profiled steps of the schedule
     assert len(_calls(h200, labelled)) == len(_calls(h200, unlabelled)) == config["num_hidden_layers"] * steps
-    # Two recordings: the same kernels in each stage, durations within run-to-run noise.
-    core = ("qk_matmul", "softmax", "pv_matmul")
+    # Two recordings: the same kernels in each core stage, durations within run-to-run noise. The
+    # labelled run's calls also hold the projections and RoPE, whose muls and adds are rope there,
+    # not scale and mask (the unlabelled calls span QK^T to PV only).
+    core = ("qk_matmul", "scale", "mask", "softmax", "pv_matmul")
     kernels = """SELECT s.stage, list(g.name ORDER BY g.name) FROM gpu_op_stages s JOIN gpu_ops g ON g.id = s.id
                  JOIN traces t ON t.trace_id = g.trace_id
-                 WHERE t.trace = $t AND s.stage IN ('qk_matmul', 'softmax', 'pv_matmul') GROUP BY 1"""
+                 WHERE t.trace = $t AND s.stage IN ('qk_matmul', 'scale', 'mask', 'softmax', 'pv_matmul')
+                 GROUP BY 1"""
     mine = dict(h200.sql(kernels, {"t": unlabelled}).fetchall())
     assert set(mine) == set(core)
     assert mine == dict(h200.sql(kernels, {"t": labelled}).fetchall())
