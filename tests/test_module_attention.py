@@ -216,6 +216,31 @@ def test_attention_kernel_beats_a_kv_cache_name_rule(tmp_path):
     assert got == names
 
 
+@pytest.mark.parametrize(
+    "op, impl",
+    [
+        ("trtllm::attention_inplace", "trtllm"),
+        ("trtllm::attention", "trtllm"),
+        ("xformers::efficient_attention_forward_cutlass", "xformers"),
+        ("xformers_flash::flash_fwd", "xformers"),
+        ("xformers_flash3::flash_fwd", "xformers"),
+    ],
+)
+def test_serving_and_library_attention_ops_are_calls_by_construction(tmp_path, op, impl):
+    """An attention op of TensorRT-LLM or xformers is one call whatever its kernel is named; TRT-LLM's
+    capability query (attention_supports_nvfp4_output) is not attention."""
+    b = TraceBuilder(trace_name="ops")
+    b.op_with_kernels(op, 1_000, [("some_vendor_kernel", None, 8_000), ("another_kernel", None, 2_000)])
+    b.op_with_kernels("trtllm::attention_supports_nvfp4_output", 30_000, [])
+    b.finish()
+    b.write(tmp_path / "t.json")
+    with tracekit.load(tmp_path / "t.json") as trace:
+        calls = trace.query("attention_calls").to_dicts()
+        stages = trace.sql("SELECT DISTINCT stage FROM gpu_op_stages").rows()
+    assert [(c["op"], c["impl"], c["gpu_ops"], c["gpu_ns"]) for c in calls] == [(op, impl, 2, 10_000)]
+    assert stages == [("fused_attention",)]
+
+
 def test_inductor_kernels_inside_a_module_call_are_read_by_their_fused_ops(tmp_path):
     b = TraceBuilder(trace_name="inductor_in_module")
     s = _Scoped(b)
