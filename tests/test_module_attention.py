@@ -604,6 +604,50 @@ def test_bmm_attention_reports_what_its_dims_tell(tmp_path, shapes):
         assert {c["flops"] for c in calls} == {4 * 12 * 10 * 10 * 8}
 
 
+@pytest.mark.parametrize("shapes", [True, False], ids=["record_shapes", "no_shapes"])
+def test_bloom_baddbmm_attention_is_found_by_op_order(tmp_path, shapes):
+    """BLOOM scores with baddbmm (alibi + Q @ K^T; its operands follow the bias), then softmax, then
+    bmm: eager attention found without scopes, with the shapes its 3-D operands tell."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = transformers.BloomModel(transformers.BloomConfig(vocab_size=64, hidden_size=32, n_layer=2, n_head=4))
+    ids = torch.randint(0, 64, (2, 16))
+    with _record(tmp_path, "bloom", model.eval(), ids, scopes=False, shapes=shapes) as trace:
+        calls = trace.query("attention_calls").to_dicts()
+        stages = trace.sql(
+            """SELECT c.name, list(DISTINCT s.stage) FROM cpu_stages s JOIN cpu_slices c USING (id)
+               WHERE s.call_id IS NOT NULL AND c.name IN ('aten::baddbmm', 'aten::softmax', 'aten::bmm')
+               GROUP BY 1 ORDER BY 1"""
+        ).rows()
+    assert [c["op"] for c in calls] == ["aten::baddbmm > aten::softmax > aten::bmm"] * 2
+    assert stages == [("aten::baddbmm", ["qk_matmul"]), ("aten::bmm", ["pv_matmul"]), ("aten::softmax", ["softmax"])]
+    if shapes:
+        assert {(c["batch_heads"], c["seq_q"], c["seq_kv"], c["head_dim"]) for c in calls} == {(2 * 4, 16, 16, 8)}
+
+
+class _EinsumAttention(torch.nn.Module):
+    def forward(self, x):
+        q = x.view(2, 16, 4, 8).transpose(1, 2)
+        scores = torch.einsum("bhid,bhjd->bhij", q, q) * 8**-0.5
+        return torch.einsum("bhij,bhjd->bhid", scores.softmax(-1), q)
+
+
+def test_einsum_attention_is_found_by_op_order(tmp_path):
+    with _record(tmp_path, "einsum", _EinsumAttention(), torch.randn(2, 16, 32), scopes=False) as trace:
+        calls = trace.query("attention_calls").to_dicts()
+        stages = trace.sql(
+            """SELECT c.name, s.stage FROM cpu_stages s JOIN cpu_slices c USING (id)
+               WHERE s.call_id IS NOT NULL AND c.depth = 0 ORDER BY c.ts_ns"""
+        ).rows()
+    assert [(c["op"], c["impl"]) for c in calls] == [("aten::einsum > aten::softmax > aten::einsum", "eager")]
+    assert stages == [
+        ("aten::einsum", "qk_matmul"),
+        ("aten::mul", "scale"),
+        ("aten::softmax", "softmax"),
+        ("aten::einsum", "pv_matmul"),
+    ]
+
+
 class _Mlp(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -562,8 +562,11 @@ def _attention_calls(con, kind: str) -> None:
                    so.input_dims->(CASE WHEN regexp_matches(so.name, '_backward$') THEN '$[1]' ELSE '$[0]' END) AS q_dims,
                    so.input_dims->(CASE WHEN regexp_matches(so.name, '_backward$') THEN '$[2]' ELSE '$[1]' END) AS k_dims,
                    so.input_dims, so.input_types, so.concrete_inputs, io.causal_arg,
-                   CASE WHEN so.id IS NULL AND regexp_matches(qo.name, '^aten::(bmm|matmul)$') THEN qo.input_dims END
-                       AS qk_dims,
+                   CASE WHEN so.id IS NOT NULL THEN NULL
+                        WHEN regexp_matches(qo.name, '^aten::(bmm|matmul)$') THEN qo.input_dims
+                        -- baddbmm(bias, batch1, batch2, ...): the product's operands follow the bias.
+                        WHEN qo.name = 'aten::baddbmm' THEN json_array(qo.input_dims->'$[1]', qo.input_dims->'$[2]')
+                   END AS qk_dims,
                    qo.input_types AS qk_types
             FROM ids i
             LEFT JOIN _call_def cd ON cd.id = i.call_id

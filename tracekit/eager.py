@@ -25,7 +25,9 @@ import duckdb
 from . import link
 
 SOFTMAX = r"^aten::(_?softmax|_safe_softmax)$"
-PRODUCT = r"^aten::(bmm|matmul)$"
+# baddbmm: BLOOM's scores (alibi + Q @ K^T, its operands after the bias); einsum: 'bhid,bhjd->bhij'
+# (its dims are a tensor list: shape checks do not apply, the unshaped gap does).
+PRODUCT = r"^aten::(bmm|matmul|baddbmm|einsum)$"
 # Sibling ops allowed between the QK^T product and the softmax (scale, mask,
 # position bias, casts) and between the softmax and the PV product (dropout, casts).
 MAX_GAP_BEFORE = 32
@@ -38,6 +40,14 @@ def _dim(dims: str, arg: int, index: int) -> str:
     """SQL: dimension ``index`` (negative: from the end) of argument ``arg`` of an Input Dims JSON."""
     path = f"$[{arg}][#{index}]" if index < 0 else f"$[{arg}][{index}]"
     return f"TRY_CAST(json_extract_string({dims}, '{path}') AS BIGINT)"
+
+
+def _operand_dim(op: str, operand: int, index: int) -> str:
+    """SQL: dimension ``index`` of the product ``op``'s ``operand`` (0: left, 1: right); baddbmm's
+    operands follow its bias, an einsum's are a list (NULL: not compared)."""
+    return f"""CASE WHEN {op}.name = 'aten::baddbmm' THEN {_dim(f"{op}.input_dims", operand + 1, index)}
+                    WHEN {op}.name = 'aten::einsum' THEN NULL
+                    ELSE {_dim(f"{op}.input_dims", operand, index)} END"""
 
 
 def find(con: duckdb.DuckDBPyConnection) -> None:
@@ -97,10 +107,10 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
             SELECT c.*, a.name AS qk_name, z.name AS pv_name, n.name AS sm_name,
                    a.lane, a.pos AS qk_pos, a.k0, z.k1, a.ts_ns, z.end_ns,
                    {sm_last} AS skv, {sm_rows} AS sq,
-                   {_dim("a.input_dims", 0, -2)} AS a_rows, {_dim("a.input_dims", 0, -1)} AS a_inner,
-                   {_dim("a.input_dims", 1, -2)} AS b_inner, {_dim("a.input_dims", 1, -1)} AS b_cols,
-                   {_dim("z.input_dims", 0, -2)} AS p_rows, {_dim("z.input_dims", 0, -1)} AS p_inner,
-                   {_dim("z.input_dims", 1, -2)} AS v_rows
+                   {_operand_dim("a", 0, -2)} AS a_rows, {_operand_dim("a", 0, -1)} AS a_inner,
+                   {_operand_dim("a", 1, -2)} AS b_inner, {_operand_dim("a", 1, -1)} AS b_cols,
+                   {_operand_dim("z", 0, -2)} AS p_rows, {_operand_dim("z", 0, -1)} AS p_inner,
+                   {_operand_dim("z", 1, -2)} AS v_rows
             FROM cand c JOIN _eager_sib a ON a.id = c.qk_id JOIN _eager_sib z ON z.id = c.pv_id
             JOIN _eager_sib n ON n.id = c.sm_id"""
     )
