@@ -1432,6 +1432,25 @@ def post_variants(
     return {n: _build_variant(n, legacy, origin_ns, metadata) for n in (names or VARIANTS)}
 
 
+def tiny_llama(impl: str):
+    """A tiny random Hugging Face Llama (2 layers, 4 heads of 8, 2 KV heads), in eval mode: nothing to
+    download. Needs torch and transformers (the caller skips without them)."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    return transformers.LlamaForCausalLM._from_config(config, attn_implementation=impl).eval()
+
+
 if __name__ == "__main__":  # write all variants for a look in Perfetto: python tests/synthetic.py DIR
     import sys
     from pathlib import Path

@@ -12,7 +12,7 @@ Three kinds of inputs, each with its truth from outside the rule tables:
 from __future__ import annotations
 
 import pytest
-from synthetic import TraceBuilder
+from synthetic import TraceBuilder, tiny_llama
 
 import tracekit
 from tracekit import findings
@@ -531,18 +531,8 @@ def _record(tmp_path, name, model, inputs, *, scopes: bool, shapes: bool = True)
 
 
 def _llama(impl: str):
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
-    return transformers.LlamaForCausalLM._from_config(cfg, attn_implementation=impl).eval()
+    pytest.importorskip("transformers")
+    return tiny_llama(impl)
 
 
 @pytest.mark.parametrize("scopes", [False, True], ids=["no_scopes", "with_modules"])

@@ -100,25 +100,14 @@ class _Attention(torch.nn.Module):
                 return self.o(out.transpose(1, 2).reshape(b, s, h))
 
 
-LLAMA = dict(
-    vocab_size=64,
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=64,
-)
-
-
 def _labelled_llama(impl: str):
     """A tiny random Hugging Face Llama, labelled as the capture module labels a model."""
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
+    from synthetic import tiny_llama
+
     from tracekit import capture
 
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(**LLAMA)
-    model = transformers.LlamaForCausalLM._from_config(config, attn_implementation=impl).eval()
+    model = tiny_llama(impl)
     return model, capture.label_modules(model)
 
 
