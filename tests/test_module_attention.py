@@ -204,6 +204,23 @@ def test_attention_kernel_beats_a_kv_cache_name_rule(tmp_path):
         "_fwd_kernel_flash_decode_stage1": "fused_attention",
         # Their extend kernel's name says nothing outside an attention call.
         "_fwd_kernel": "other",
+        # FlashInfer: attention kernels whose names say KV cache, MLA, and the merge of split-KV states;
+        # its KV-cache append stays kv_cache.
+        "void flashinfer::BatchPrefillWithPagedKVCacheKernel<KTraits, Params>(Params)": "fused_attention",
+        "void flashinfer::PODWithKVCacheTensorKernel<KTraits_P, KTraits_D, Params>(Params, Params)": (
+            "fused_attention"
+        ),
+        "void flashinfer::mla::BatchMLAPagedAttentionKernel<KTraits, Params>(Params)": "fused_attention",
+        "void flashinfer::mla::hopper::BatchMLAPageAttentionHopperKernel<KTraits, Params>(Params)": ("fused_attention"),
+        "void flashinfer::PersistentVariableLengthMergeStatesKernel<8u, 16u, 8u, 4u, half, half, int>(...)": (
+            "fused_attention"
+        ),
+        "void flashinfer::AppendPagedKVCacheKernel<128u, 8u, half, int>(...)": "kv_cache",
+        "void vllm::merge_attn_states_kernel<__nv_bfloat16, 128u>(...)": "fused_attention",
+        # XQA (TensorRT-LLM / FlashInfer) exports its kernel as kernel_mha; TensorRT-LLM's FMHA and MMHA.
+        "kernel_mha": "fused_attention",
+        "fmha_v2_flash_attention_fp16_64_128_S_qkv_128_sm90_kernel": "fused_attention",
+        "void tensorrt_llm::kernels::mmha::masked_multihead_attention_kernel<half, 128>(...)": "fused_attention",
     }
     t = 5_000
     for name in names:
@@ -213,7 +230,14 @@ def test_attention_kernel_beats_a_kv_cache_name_rule(tmp_path):
     b.write(tmp_path / "t.json")
     with tracekit.load(tmp_path / "t.json") as trace:
         got = dict(trace.sql("SELECT name, stage FROM gpu_op_stages").rows())
+        impls = dict(trace.sql("SELECT op, impl FROM attention_calls").rows())
     assert got == names
+    # Each attention kernel outside a call is a call of its own, named by its library.
+    assert impls["kernel_mha"] == "xqa"
+    assert impls["fmha_v2_flash_attention_fp16_64_128_S_qkv_128_sm90_kernel"] == "trtllm"
+    flashinfer = {n: impls[n] for n in impls if "flashinfer::" in n and "AppendPaged" not in n}
+    assert len(flashinfer) == 5 and set(flashinfer.values()) == {"flashinfer"}
+    assert "void flashinfer::AppendPagedKVCacheKernel<128u, 8u, half, int>(...)" not in impls
 
 
 @pytest.mark.parametrize(
