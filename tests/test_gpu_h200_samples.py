@@ -98,7 +98,8 @@ def test_flex_template_runs_on_tensor_cores(h200):
 
 
 def test_unlabelled_llama_finds_what_its_labels_say(h200):
-    """Eager attention with no label at all: the calls and their core stages equal the labelled run's."""
+    """Eager attention with no label at all: the calls and every stage equal the labelled run's (the
+    pattern found by op order widens to the block: projections, RoPE, KV cache, o_proj)."""
     labelled, unlabelled = (
         h200.sql("SELECT trace FROM traces WHERE path LIKE $p", {"p": f"%/{name}.json.gz"}).fetchall()[0][0]
         for name in ("llama_eager", "llama_eager_unlabelled")
@@ -106,21 +107,17 @@ def test_unlabelled_llama_finds_what_its_labels_say(h200):
     config = MANIFEST["models"][0]["config"]
     steps = 3  # profiled steps of the schedule
     assert len(_calls(h200, labelled)) == len(_calls(h200, unlabelled)) == config["num_hidden_layers"] * steps
-    # Two recordings: the same kernels in each core stage, durations within run-to-run noise. The
-    # labelled run's calls also hold the projections and RoPE, whose muls and adds are rope there,
-    # not scale and mask (the unlabelled calls span QK^T to PV only).
-    core = ("qk_matmul", "scale", "mask", "softmax", "pv_matmul")
+    # Two recordings: the same kernels in each stage, durations within run-to-run noise.
     kernels = """SELECT s.stage, list(g.name ORDER BY g.name) FROM gpu_op_stages s JOIN gpu_ops g ON g.id = s.id
                  JOIN traces t ON t.trace_id = g.trace_id
-                 WHERE t.trace = $t AND s.stage IN ('qk_matmul', 'scale', 'mask', 'softmax', 'pv_matmul')
-                 GROUP BY 1"""
+                 WHERE t.trace = $t AND s.call_id IS NOT NULL GROUP BY 1"""
     mine = dict(h200.sql(kernels, {"t": unlabelled}).fetchall())
-    assert set(mine) == set(core)
+    expected = {"qkv_proj", "rope", "kv_cache", "layout", "qk_matmul", "scale", "mask", "softmax", "pv_matmul"}
+    assert set(mine) == expected | {"out_proj"}
     assert mine == dict(h200.sql(kernels, {"t": labelled}).fetchall())
     theirs = _stages(h200, labelled)
     for stage, (ops, gpu_ns) in _stages(h200, unlabelled).items():
-        if stage in core:
-            assert ops == theirs[stage][0] and gpu_ns == pytest.approx(theirs[stage][1], rel=0.02), stage
+        assert ops == theirs[stage][0] and gpu_ns == pytest.approx(theirs[stage][1], rel=0.03), stage
 
 
 @pytest.mark.parametrize("name", ["llama_eager", "llama_train_sdpa"])

@@ -13,6 +13,8 @@ and checks every op in every call.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 import tracekit
@@ -244,3 +246,76 @@ def test_a_growing_kv_cache_is_kv_cache_by_its_arguments(tmp_path, cache, shapes
         assert by_rank[True] == {"rope"}
         if cache == "static":
             assert by_rank[False] and "rope" not in by_rank[False]
+
+
+def _outer_call_ops(trace) -> Counter:
+    """(name, stage) of every outermost op inside an attention call (its parent is no op), counted."""
+    return Counter(
+        trace.sql(
+            """SELECT c.name, s.stage FROM cpu_stages s JOIN cpu_slices c USING (id)
+               LEFT JOIN cpu_slices p ON p.id = c.parent_id
+               WHERE s.call_id IS NOT NULL AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'"""
+        ).rows()
+    )
+
+
+def _tiny_eager(family: str):
+    """A tiny random Hugging Face model with eager attention: Llama (RoPE), BERT (bias, scale by div)
+    or GPT-2 (fused c_attn: Conv1D's addmm, then split)."""
+    transformers = pytest.importorskip("transformers")
+    from synthetic import tiny_llama
+
+    torch.manual_seed(0)
+    if family == "llama":
+        return tiny_llama("eager")
+    if family == "bert":
+        config = transformers.BertConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+        )
+        return transformers.BertModel._from_config(config, attn_implementation="eager").eval()
+    config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2LMHeadModel._from_config(config, attn_implementation="eager").eval()
+
+
+# Ops that compute (launch kernels on a GPU); views, dropout in eval and residual adds do not
+# separate the families' module boundaries from the block found by op order.
+_COMPUTE = ("aten::linear", "aten::addmm", "aten::matmul", "aten::softmax", "aten::mul", "aten::neg", "aten::cat")
+
+
+@pytest.mark.parametrize("family", ["llama", "bert", "gpt2"])
+@pytest.mark.parametrize("shapes", [True, False], ids=["record_shapes", "no_shapes"])
+def test_an_unlabelled_eager_block_matches_the_labelled_one(tmp_path, family, shapes):
+    """A tiny random Hugging Face model (eager attention) recorded twice, labelled by the capture
+    module and bare (no labels, no Python stacks): with shapes, the eager pattern found by op order
+    widens to the attention block, so every op the labels put in a call is in one with the same
+    stage (q/k/v projections, their reshapes, the rotary embedding, the core, the output
+    projection); for Llama every op, for BERT and GPT-2 every computing op (BERT's attention module
+    also holds the residual add and LayerNorm after its output projection, which the bare block
+    leaves out). Without shapes the call stays the core (product to product)."""
+    from tracekit import capture
+
+    model = _tiny_eager(family)
+    ids = torch.randint(0, 64, (2, 16))
+    handle = capture.label_modules(model)
+    with _record(
+        tmp_path, "labelled", lambda x: model(x, use_cache=False) if family != "bert" else model(x), ids, shapes=shapes
+    ) as trace:
+        labelled = _outer_call_ops(trace)
+    handle.remove()
+    with _record(
+        tmp_path, "bare", lambda x: model(x, use_cache=False) if family != "bert" else model(x), ids, shapes=shapes
+    ) as trace:
+        bare = _outer_call_ops(trace)
+        sources = {r[0] for r in trace.sql("SELECT call_source FROM attention_calls").rows()}
+    assert sources == {"eager"}
+    assert {"qkv_proj", "qk_matmul", "softmax", "pv_matmul", "out_proj"} <= {stage for _, stage in labelled}
+    if shapes:
+        if family == "llama":
+            assert "rope" in {stage for _, stage in labelled}
+            assert bare == labelled
+        else:
+            compute = Counter({k: n for k, n in labelled.items() if k[0] in _COMPUTE})
+            assert Counter({k: n for k, n in bare.items() if k[0] in _COMPUTE}) == compute
+    else:
+        assert {stage for _, stage in bare} & {"qkv_proj", "rope", "out_proj"} == set()
+        assert sum(n for (_, stage), n in bare.items() if stage == "qk_matmul") == 2

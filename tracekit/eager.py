@@ -13,7 +13,10 @@ Without recorded shapes only the tightest pattern counts (at most
 
 Each pattern becomes a call mark (``kind = 'eager'``, impl ``eager``) whose
 scope is the time from the first product's start to the second product's end
-on that thread; inside it the op rules give the stages as in any call. The
+on that thread, widened with recorded shapes to the attention block around it
+(``_block``: the projections, head reshapes, rotary embedding and KV-cache
+update before the core, the output projection after it); inside it the op
+rules give the stages as in any call. The
 call's id is the first product's op id (its ``mkey`` is the negated id, so it
 does not collide with the op's own mark).
 """
@@ -33,6 +36,10 @@ PRODUCT = r"^aten::(bmm|matmul|baddbmm|einsum)$"
 MAX_GAP_BEFORE = 32
 MAX_GAP_AFTER = 8
 UNSHAPED_GAP = 3
+# How far from the core a block's projections, rotary embedding and KV-cache update may sit (``_block``).
+BLOCK_BEFORE = 64
+BLOCK_AFTER = 16
+HEAD_RESHAPE = r"^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_sizes|chunk|unbind|contiguous|permute|transpose|t|clone|expand|unsqueeze|squeeze)$"
 RULE = "eager: matmul -> softmax -> matmul"
 
 
@@ -114,6 +121,7 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
             FROM cand c JOIN _eager_sib a ON a.id = c.qk_id JOIN _eager_sib z ON z.id = c.pv_id
             JOIN _eager_sib n ON n.id = c.sm_id"""
     )
+    _block(con)
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _eager_marks AS
             SELECT qk_id AS id, -qk_id AS mkey, 'eager' AS kind, (qk_pos - 0.5)::DOUBLE AS pos,
@@ -130,8 +138,110 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
         f"""CREATE OR REPLACE TEMP TABLE _eager_pairs AS
             SELECT x, key AS mkey FROM ({link.inside("_eager_marks", "mkey")})"""
     )
-    for t in ("_eager_sm", "_eager_sib", "_eager_found"):
+    for t in ("_eager_sm", "_eager_sib", "_eager_found", "_eager_cls", "_eager_ends", "_eager_win"):
         con.execute(f"DROP TABLE {t}")
+
+
+def _block(con: duckdb.DuckDBPyConnection) -> None:
+    """Widen each shaped pattern of ``_eager_found`` to its attention block: the sibling ops right
+    before the QK^T product and right after the PV product that work on the heads.
+
+    With recorded shapes, each sibling within ``BLOCK_BEFORE`` / ``BLOCK_AFTER`` ops is a head op
+    (``B``: a tensor of 3 or more dims whose last is the head dim D or D/2 (rotate_half's halves,
+    the cos/sin tables), or a 4-D ``[B, H, S, *]`` / ``[B, S, H, *]``), a projection (``P``:
+    linear / addmm / mm with out features a multiple of D), a reshape of heads (``G``: view,
+    reshape, split, transpose, ... of a tensor whose last dim is a multiple of D), an op on no
+    tensor of 2 or more dims (``N``: empty, to, detach of scalars) or anything else (``X``: a norm,
+    a residual add, an MLP op). The block starts at the first P or B after the last X before the
+    core (Hugging Face Llama: q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache
+    cat) and ends at the first projection after the core when no X comes before it (o_proj), else
+    at the last head op. It never reaches into the neighbouring pattern's block. Without shapes
+    (or with an einsum, whose head dim is not read) the pattern stays product to product. Inside
+    the block the op rules and positions give qkv_proj, rope, kv_cache, layout and out_proj as in a
+    labelled call."""
+    shapes = (
+        r"list_transform(regexp_extract_all(CAST(b.input_dims AS VARCHAR), '\[(-?[0-9]+(, ?-?[0-9]+)*)\]', 1), "
+        r"lambda x: CAST(string_split(replace(x, ' ', ''), ',') AS BIGINT[]))"
+    )
+    out = """CASE b.name WHEN 'aten::linear' THEN TRY_CAST(b.input_dims->>'$[1][0]' AS BIGINT)
+                        WHEN 'aten::addmm' THEN TRY_CAST(b.input_dims->>'$[2][1]' AS BIGINT)
+                        WHEN 'aten::mm' THEN TRY_CAST(b.input_dims->>'$[1][1]' AS BIGINT) END"""
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _eager_cls AS
+            WITH f AS (
+                SELECT f.qk_id, f.qk_i, f.pv_i, f.lane, q.parent_id, f.a_inner AS d, f.sq, f.skv,
+                       {_operand_dim("q", 0, 0)} AS qb, {_operand_dim("q", 0, 1)} AS qh,
+                       json_array_length(CASE WHEN q.name = 'aten::baddbmm' THEN q.input_dims->'$[1]'
+                                              ELSE q.input_dims->'$[0]' END) AS qrank,
+                       lag(f.pv_i) OVER w AS prev_pv_i, lead(f.qk_i) OVER w AS next_qk_i
+                FROM _eager_found f JOIN _eager_sib q ON q.id = f.qk_id
+                WHERE f.a_inner > 0 AND f.skv IS NOT NULL
+                WINDOW w AS (PARTITION BY f.lane, q.parent_id ORDER BY f.qk_i)
+            ),
+            rows AS (
+                SELECT f.*, b.i, b.name, b.input_dims, {shapes} AS shapes, {out} AS out
+                FROM f JOIN _eager_sib b ON b.lane = f.lane AND b.parent_id IS NOT DISTINCT FROM f.parent_id
+                WHERE b.i - f.qk_i BETWEEN -{BLOCK_BEFORE} AND -1 AND b.i > coalesce(f.prev_pv_i, -1)
+                   OR b.i - f.pv_i BETWEEN 1 AND {BLOCK_AFTER} AND b.i < coalesce(f.next_qk_i, 9e18)
+            )
+            SELECT qk_id, qk_i, pv_i, i, prev_pv_i,
+                   CASE WHEN out IS NOT NULL AND out > 0 AND out % d = 0 THEN 'P'
+                        WHEN len(list_filter(shapes, lambda s: len(s) >= 3 AND (s[-1] = d OR 2 * s[-1] = d)
+                                 OR len(s) = 4 AND qrank = 4 AND s[1] IN (qb, 1)
+                                    AND (s[2] = qh AND s[3] IN (sq, skv) OR s[2] IN (sq, skv) AND s[3] = qh))) > 0
+                             THEN 'B'
+                        WHEN regexp_matches(name, '{HEAD_RESHAPE}')
+                             AND len(list_filter(shapes, lambda s: len(s) >= 2 AND s[-1] % d = 0)) > 0 THEN 'G'
+                        WHEN len(list_filter(shapes, lambda s: len(s) >= 2)) = 0 THEN 'N'
+                        ELSE 'X' END AS cls
+            FROM rows"""
+    )
+    # The end first (after the core), then the start, which stays after the previous block's end.
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _eager_ends AS
+           WITH after AS (
+               SELECT qk_id,
+                      min(i) FILTER (WHERE i > pv_i AND cls = 'X') AS first_x,
+                      min(i) FILTER (WHERE i > pv_i AND cls = 'P') AS first_p
+               FROM _eager_cls GROUP BY qk_id
+           ),
+           ends AS (
+               SELECT w.qk_id, w.pv_i,
+                      CASE WHEN a.first_p < coalesce(a.first_x, 9e18) THEN a.first_p
+                           ELSE coalesce(max(w.i) FILTER (WHERE w.i > w.pv_i AND w.cls = 'B'
+                                                          AND w.i < coalesce(a.first_x, 9e18)
+                                                          AND w.i < coalesce(a.first_p, 9e18)), w.pv_i) END AS end_i
+               FROM _eager_cls w JOIN after a USING (qk_id) GROUP BY w.qk_id, w.pv_i, a.first_p, a.first_x
+           ),
+           bound AS (
+               SELECT w.qk_id, max(w.i) FILTER (WHERE w.i < w.qk_i AND w.cls = 'X') AS last_x
+               FROM _eager_cls w GROUP BY w.qk_id
+           ),
+           starts AS (
+               SELECT w.qk_id, min(w.i) AS start_i
+               FROM _eager_cls w JOIN bound b USING (qk_id)
+               WHERE w.i < w.qk_i AND w.cls IN ('P', 'B') AND w.i > coalesce(b.last_x, -1)
+               GROUP BY w.qk_id
+           )
+           SELECT f.qk_id, coalesce(s.start_i, f.qk_i) AS start_i, coalesce(e.end_i, f.pv_i) AS end_i
+           FROM _eager_found f LEFT JOIN ends e USING (qk_id) LEFT JOIN starts s USING (qk_id)"""
+    )
+    # A block never reaches into the one before it on its thread.
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _eager_win AS
+           SELECT w.qk_id,
+                  greatest(w.start_i, coalesce(lag(w.end_i) OVER (PARTITION BY q.lane, q.parent_id ORDER BY q.i), -1) + 1)
+                      AS start_i, w.end_i
+           FROM _eager_ends w JOIN _eager_sib q ON q.id = w.qk_id"""
+    )
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _eager_found AS
+           SELECT f.* REPLACE (a.pos AS qk_pos, a.k0 AS k0, z.k1 AS k1, a.ts_ns AS ts_ns, z.end_ns AS end_ns)
+           FROM _eager_found f JOIN _eager_win w USING (qk_id)
+           JOIN _eager_sib q ON q.id = f.qk_id
+           JOIN _eager_sib a ON a.lane = q.lane AND a.parent_id IS NOT DISTINCT FROM q.parent_id AND a.i = w.start_i
+           JOIN _eager_sib z ON z.lane = q.lane AND z.parent_id IS NOT DISTINCT FROM q.parent_id AND z.i = w.end_i"""
+    )
 
 
 def _empty(con: duckdb.DuckDBPyConnection) -> None:
