@@ -538,13 +538,17 @@ def _attention_calls(con, kind: str) -> None:
         ),
         -- Unfused calls: the first QK^T product (bmm / matmul) carries the shapes: the op that
         -- decided the stage, or under a stage:qk_matmul label the first matmul op inside it.
+        -- (Two equality joins, not one join on an OR: that is a nested loop, 5-14 s on 1,764 eager calls.)
         qk AS (
-            SELECT c.call_id, arg_min(m.id, m.pos) AS qk_op
-            FROM cpu_stage_decisions c
-            JOIN _marked m ON m.kind = 'cpu_op'
-                          AND (c.source = 'op' AND m.mkey = c.decider_id
-                               OR c.source = 'label' AND m.mkey = c.id AND m.stage = 'matmul')
-            WHERE c.stage = 'qk_matmul' GROUP BY c.call_id
+            SELECT call_id, arg_min(id, pos) AS qk_op FROM (
+                SELECT c.call_id, m.id, m.pos
+                FROM cpu_stage_decisions c JOIN _marked m ON m.kind = 'cpu_op' AND m.mkey = c.decider_id
+                WHERE c.stage = 'qk_matmul' AND c.source = 'op'
+                UNION ALL
+                SELECT c.call_id, m.id, m.pos
+                FROM cpu_stage_decisions c JOIN _marked m ON m.kind = 'cpu_op' AND m.mkey = c.id AND m.stage = 'matmul'
+                WHERE c.stage = 'qk_matmul' AND c.source = 'label'
+            ) GROUP BY call_id
         ),
         calls AS (
             SELECT i.call_id, coalesce(cd.trace_id, gs.trace_id) AS trace_id,
