@@ -178,11 +178,18 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                 WHERE f.a_inner > 0 AND f.skv IS NOT NULL
                 WINDOW w AS (PARTITION BY f.lane, q.parent_id ORDER BY f.qk_i)
             ),
+            -- The window's sibling numbers, joined by equality (a range join would be a nested loop).
+            idx AS (
+                SELECT f.*, unnest(list_concat(
+                           range(greatest(f.qk_i - {BLOCK_BEFORE}, coalesce(f.prev_pv_i, 0) + 1), f.qk_i),
+                           range(f.pv_i + 1, least(f.pv_i + {BLOCK_AFTER + 1}, coalesce(f.next_qk_i, f.pv_i + {BLOCK_AFTER + 1})))))
+                           AS i
+                FROM f
+            ),
             rows AS (
-                SELECT f.*, b.i, b.name, b.input_dims, {shapes} AS shapes, {out} AS out
-                FROM f JOIN _eager_sib b ON b.lane = f.lane AND b.parent_id IS NOT DISTINCT FROM f.parent_id
-                WHERE b.i - f.qk_i BETWEEN -{BLOCK_BEFORE} AND -1 AND b.i > coalesce(f.prev_pv_i, -1)
-                   OR b.i - f.pv_i BETWEEN 1 AND {BLOCK_AFTER} AND b.i < coalesce(f.next_qk_i, 9e18)
+                SELECT x.*, b.name, b.input_dims, {shapes} AS shapes, {out} AS out
+                FROM idx x JOIN _eager_sib b
+                  ON b.lane = x.lane AND coalesce(b.parent_id, -1) = coalesce(x.parent_id, -1) AND b.i = x.i
             )
             SELECT qk_id, qk_i, pv_i, i, prev_pv_i,
                    CASE WHEN out IS NOT NULL AND out > 0 AND out % d = 0 THEN 'P'
@@ -239,8 +246,10 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
            SELECT f.* REPLACE (a.pos AS qk_pos, a.k0 AS k0, z.k1 AS k1, a.ts_ns AS ts_ns, z.end_ns AS end_ns)
            FROM _eager_found f JOIN _eager_win w USING (qk_id)
            JOIN _eager_sib q ON q.id = f.qk_id
-           JOIN _eager_sib a ON a.lane = q.lane AND a.parent_id IS NOT DISTINCT FROM q.parent_id AND a.i = w.start_i
-           JOIN _eager_sib z ON z.lane = q.lane AND z.parent_id IS NOT DISTINCT FROM q.parent_id AND z.i = w.end_i"""
+           JOIN _eager_sib a ON a.lane = q.lane AND coalesce(a.parent_id, -1) = coalesce(q.parent_id, -1)
+                             AND a.i = w.start_i
+           JOIN _eager_sib z ON z.lane = q.lane AND coalesce(z.parent_id, -1) = coalesce(q.parent_id, -1)
+                             AND z.i = w.end_i"""
     )
 
 
