@@ -91,17 +91,21 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
             WITH sm AS (
                 SELECT e.id, e.lane, b.i, e.input_dims, e.parent_id FROM _eager_sm e JOIN _eager_sib b USING (id)
             ),
+            -- The siblings around each softmax by their numbers (an equality join: a range join on a
+            -- parent with many children, or none, is a nested loop).
+            near AS (
+                SELECT sm.id AS sm_id, sm.i AS sm_i, b.id, b.i
+                FROM (SELECT sm.*, unnest(range(greatest(sm.i - {MAX_GAP_BEFORE + 1}, 1), sm.i + {MAX_GAP_AFTER + 2}))
+                             AS j FROM sm) sm
+                JOIN _eager_sib b
+                  ON b.lane = sm.lane AND coalesce(b.parent_id, -1) = coalesce(sm.parent_id, -1) AND b.i = sm.j
+                WHERE regexp_matches(b.name, '{PRODUCT}')
+            ),
             qk AS (  -- the nearest product before the softmax, with no other softmax between
-                SELECT sm.id AS sm_id, arg_max(b.id, b.i) AS qk_id, max(b.i) AS qk_i
-                FROM sm JOIN _eager_sib b ON b.lane = sm.lane AND b.parent_id IS NOT DISTINCT FROM sm.parent_id
-                WHERE sm.i - b.i BETWEEN 1 AND {MAX_GAP_BEFORE + 1} AND regexp_matches(b.name, '{PRODUCT}')
-                GROUP BY sm.id
+                SELECT sm_id, arg_max(id, i) AS qk_id, max(i) AS qk_i FROM near WHERE i < sm_i GROUP BY sm_id
             ),
             pv AS (  -- the nearest product after it
-                SELECT sm.id AS sm_id, arg_min(b.id, b.i) AS pv_id, min(b.i) AS pv_i
-                FROM sm JOIN _eager_sib b ON b.lane = sm.lane AND b.parent_id IS NOT DISTINCT FROM sm.parent_id
-                WHERE b.i - sm.i BETWEEN 1 AND {MAX_GAP_AFTER + 1} AND regexp_matches(b.name, '{PRODUCT}')
-                GROUP BY sm.id
+                SELECT sm_id, arg_min(id, i) AS pv_id, min(i) AS pv_i FROM near WHERE i > sm_i GROUP BY sm_id
             ),
             cand AS (
                 SELECT sm.id AS sm_id, sm.i AS sm_i, sm.input_dims, qk.qk_id, qk.qk_i, pv.pv_id, pv.pv_i
