@@ -157,6 +157,25 @@ def test_mi300_flash_calls_at_op_level_match_the_reference_report(shared_dir, lo
     assert float(fused_ns) / 1000 == pytest.approx(float(ref["Kernel Time (µs)_sum"]), rel=1e-4)
 
 
+def test_an_unlabelled_compiled_sdpa_call_holds_its_projections(load_shared):
+    """A compiled MI300 model recorded without labels or module scopes: its one SDPA call (the flash
+    backend op between the q/k/v and output ``mm``s, ``[32768, 2048] x [2048, 2048]``: 16 heads of
+    128) widens to its block: three qkv_proj kernels, the fused kernel, one out_proj kernel. The
+    call keeps the op's source and impl, and its attention kernel time is the fused kernel's."""
+    trace = load_shared("tracelens/torch_compile_triton.json.gz")
+    calls = trace.query("attention_calls").to_dicts()
+    assert [(c["call_source"], c["op"], c["impl"], c["gpu_ops"]) for c in calls] == [
+        ("op", "aten::_scaled_dot_product_flash_attention", "flash", 5)
+    ]
+    stages = trace.sql(
+        """SELECT s.stage, g.dur_ns FROM gpu_op_stages s JOIN gpu_ops g USING (id)
+           WHERE s.call_id IS NOT NULL ORDER BY g.ts_ns"""
+    ).rows()
+    assert [stage for stage, _ in stages] == ["qkv_proj"] * 3 + ["fused_attention", "out_proj"]
+    assert calls[0]["gpu_ns"] == sum(ns for _, ns in stages)
+    assert calls[0]["attention_kernel_ns"] == dict((s, ns) for s, ns in stages)["fused_attention"]
+
+
 def test_b200_vllm_paged_attention_is_fused_attention(load_shared):
     trace = load_shared("tracelens/b200_vllm_eager_paged-fp8.json.gz")
     rows = trace.sql(

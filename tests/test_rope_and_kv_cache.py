@@ -259,22 +259,22 @@ def _outer_call_ops(trace) -> Counter:
     )
 
 
-def _tiny_eager(family: str):
-    """A tiny random Hugging Face model with eager attention: Llama (RoPE), BERT (bias, scale by div)
-    or GPT-2 (fused c_attn: Conv1D's addmm, then split)."""
+def _tiny_model(family: str, attn: str = "eager"):
+    """A tiny random Hugging Face model with ``attn`` attention (eager or sdpa): Llama (RoPE), BERT
+    (bias, scale by div) or GPT-2 (fused c_attn: Conv1D's addmm, then split)."""
     transformers = pytest.importorskip("transformers")
     from synthetic import tiny_llama
 
     torch.manual_seed(0)
     if family == "llama":
-        return tiny_llama("eager")
+        return tiny_llama(attn)
     if family == "bert":
         config = transformers.BertConfig(
             vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
         )
-        return transformers.BertModel._from_config(config, attn_implementation="eager").eval()
+        return transformers.BertModel._from_config(config, attn_implementation=attn).eval()
     config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
-    return transformers.GPT2LMHeadModel._from_config(config, attn_implementation="eager").eval()
+    return transformers.GPT2LMHeadModel._from_config(config, attn_implementation=attn).eval()
 
 
 # Ops that compute (launch kernels on a GPU); views, dropout in eval and residual adds do not
@@ -282,19 +282,20 @@ def _tiny_eager(family: str):
 _COMPUTE = ("aten::linear", "aten::addmm", "aten::matmul", "aten::softmax", "aten::mul", "aten::neg", "aten::cat")
 
 
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("family", ["llama", "bert", "gpt2"])
 @pytest.mark.parametrize("shapes", [True, False], ids=["record_shapes", "no_shapes"])
-def test_an_unlabelled_eager_block_matches_the_labelled_one(tmp_path, family, shapes):
-    """A tiny random Hugging Face model (eager attention) recorded twice, labelled by the capture
-    module and bare (no labels, no Python stacks): with shapes, the eager pattern found by op order
-    widens to the attention block, so every op the labels put in a call is in one with the same
-    stage (q/k/v projections, their reshapes, the rotary embedding, the core, the output
-    projection); for Llama every op, for BERT and GPT-2 every computing op (BERT's attention module
-    also holds the residual add and LayerNorm after its output projection, which the bare block
-    leaves out). Without shapes the call stays the core (product to product)."""
+def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family, shapes, attn):
+    """A tiny random Hugging Face model recorded twice, labelled by the capture module and bare (no
+    labels, no Python stacks). Bare, the call is what op order shows: the eager pattern (matmul ->
+    softmax -> matmul) or the SDPA op. With shapes, either widens to the attention block, so every op
+    the labels put in a call is in one with the same stage (q/k/v projections, their reshapes, the
+    rotary embedding, the core, the output projection); for Llama every op, for BERT and GPT-2
+    every computing op (BERT's attention module also holds the residual add and LayerNorm after its
+    output projection, which the bare block leaves out). Without shapes the call stays the core."""
     from tracekit import capture
 
-    model = _tiny_eager(family)
+    model = _tiny_model(family, attn)
     ids = torch.randint(0, 64, (2, 16))
     handle = capture.label_modules(model)
     with _record(
@@ -306,9 +307,10 @@ def test_an_unlabelled_eager_block_matches_the_labelled_one(tmp_path, family, sh
         tmp_path, "bare", lambda x: model(x, use_cache=False) if family != "bert" else model(x), ids, shapes=shapes
     ) as trace:
         bare = _outer_call_ops(trace)
-        sources = {r[0] for r in trace.sql("SELECT call_source FROM attention_calls").rows()}
-    assert sources == {"eager"}
-    assert {"qkv_proj", "qk_matmul", "softmax", "pv_matmul", "out_proj"} <= {stage for _, stage in labelled}
+        calls = trace.sql("SELECT call_source, op FROM attention_calls").rows()
+    assert {source for source, _ in calls} == {"eager" if attn == "eager" else "op"} and len(calls) == 2
+    core = {"qk_matmul", "softmax", "pv_matmul"} if attn == "eager" else set()
+    assert {"qkv_proj", "out_proj"} | core <= {stage for _, stage in labelled}
     if shapes:
         if family == "llama":
             assert "rope" in {stage for _, stage in labelled}
@@ -318,4 +320,70 @@ def test_an_unlabelled_eager_block_matches_the_labelled_one(tmp_path, family, sh
             assert Counter({k: n for k, n in bare.items() if k[0] in _COMPUTE}) == compute
     else:
         assert {stage for _, stage in bare} & {"qkv_proj", "rope", "out_proj"} == set()
-        assert sum(n for (_, stage), n in bare.items() if stage == "qk_matmul") == 2
+        if attn == "eager":
+            assert sum(n for (_, stage), n in bare.items() if stage == "qk_matmul") == 2
+        else:
+            assert set(bare) == {("aten::scaled_dot_product_attention", "other")}
+
+
+class _FlashLayoutBlock(torch.nn.Module):
+    """A pre-norm attention block around a flash-attn-style op (``flash_attn::tk_fwd``, a custom op:
+    q, k, v as ``[B, S, H, D]``, or ``[T, H, D]`` for a varlen batch), then an MLP. By construction:
+    the q/k/v projections, their views, the op, the output reshape and projection are the block; the
+    norms, the residual adds and the MLP are not."""
+
+    def __init__(self, varlen: bool, hidden: int = 32, heads: int = 4):
+        super().__init__()
+        self.varlen, self.heads, self.d = varlen, heads, hidden // heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(hidden), torch.nn.LayerNorm(hidden)
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(hidden, hidden) for _ in range(4))
+        self.up, self.down = torch.nn.Linear(hidden, 4 * hidden), torch.nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        b, s, hidden = x.shape
+        h = self.norm1(x)
+        shape = (b * s, self.heads, self.d) if self.varlen else (b, s, self.heads, self.d)
+        q, k, v = (proj(h).view(shape) for proj in (self.q, self.k, self.v))
+        out = torch.ops.flash_attn.tk_fwd(q, k, v)
+        x = x + self.o(out.reshape(b, s, hidden))
+        return x + self.down(torch.relu(self.up(self.norm2(x))))
+
+
+@pytest.fixture(scope="module")
+def flash_layout_op():
+    """``flash_attn::tk_fwd``: attention over ``[B, S, H, D]`` (or ``[T, H, D]``) inputs, by SDPA on CPU."""
+
+    @torch.library.custom_op("flash_attn::tk_fwd", mutates_args=())
+    def tk_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        batched = q.dim() == 4  # else a varlen [T, H, D]: one sequence here
+        q, k, v = (t if batched else t.unsqueeze(0) for t in (q, k, v))
+        out = torch.nn.functional.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v)))
+        return out.transpose(1, 2) if batched else out.transpose(1, 2)[0]
+
+    return tk_fwd
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["bshd", "thd"])
+def test_an_unlabelled_call_op_widens_to_its_block_by_construction(tmp_path, flash_layout_op, varlen):
+    """A bare recording (no labels) of two blocks around a flash-attn-layout op: each call holds its
+    q/k/v projections (qkv_proj), their views (layout), the op and its output projection (out_proj),
+    and nothing of the norms, residual adds or MLP; the call keeps the op's id, source and impl."""
+    model = torch.nn.Sequential(_FlashLayoutBlock(varlen), _FlashLayoutBlock(varlen)).eval()
+    with _record(tmp_path, "bare", model, torch.randn(2, 16, 32)) as trace:
+        calls = trace.sql("SELECT call_id, call_source, op, impl FROM attention_calls ORDER BY ts_ns").rows()
+        assert [(source, op, impl) for _, source, op, impl in calls] == [("op", "flash_attn::tk_fwd", "flash")] * 2
+        op_ids = {r[0] for r in trace.sql("SELECT id FROM cpu_slices WHERE name = 'flash_attn::tk_fwd'").rows()}
+        assert {call_id for call_id, *_ in calls} == op_ids
+        for call_id, *_ in calls:
+            ops = trace.sql(
+                f"""SELECT c.name, s.stage FROM cpu_stages s JOIN cpu_slices c USING (id)
+                    LEFT JOIN cpu_slices p ON p.id = c.parent_id
+                    WHERE s.call_id = {call_id} AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'
+                    ORDER BY c.ts_ns"""
+            ).rows()
+            assert ops == [
+                *[("aten::linear", "qkv_proj"), ("aten::view", "layout")] * 3,
+                ("flash_attn::tk_fwd", "fused_attention"),
+                ("aten::reshape", "layout"),
+                ("aten::linear", "out_proj"),
+            ]

@@ -494,7 +494,7 @@ def _attention_calls(con, kind: str) -> None:
            FROM _scope_marks m JOIN python_functions f USING (id) WHERE m.is_call
            UNION ALL
            SELECT e.id, s.trace_id, e.op, 'eager', e.ts_ns, e.end_ns - e.ts_ns, e.impl
-           FROM _eager_marks e JOIN cpu_slices s USING (id)"""
+           FROM _eager_marks e JOIN cpu_slices s USING (id) WHERE e.kind = 'eager'"""
     )
     # A backward call of its own is defined by its forward call (its nodes' span on the CPU).
     con.execute(

@@ -41,6 +41,7 @@ BLOCK_BEFORE = 64
 BLOCK_AFTER = 16
 HEAD_RESHAPE = r"^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_sizes|chunk|unbind|contiguous|permute|transpose|t|clone|expand|unsqueeze|squeeze)$"
 RULE = "eager: matmul -> softmax -> matmul"
+BLOCK_RULE = "block: a call op widened to its projections, head reshapes, RoPE and KV cache by shape"
 
 
 def _dim(dims: str, arg: int, index: int) -> str:
@@ -72,17 +73,36 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
               AND NOT coalesce(regexp_matches(p.name, '{SOFTMAX}'), false)
               AND s.id NOT IN (SELECT x.x FROM _xm x JOIN _marked m ON m.mkey = x.mkey WHERE m.is_call)"""
     )
-    if not con.execute("SELECT count(*) FROM _eager_sm").fetchone()[0]:  # type: ignore[index]
+    # Outermost ops that mark a call themselves (SDPA, flash_attn, a serving op) with a recorded query
+    # of 3 or more dims: unlabelled, the call is the op alone until ``_block`` widens it.
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _op_core AS
+            SELECT m.id, s.name, s.parent_id, c.lane, {_dim("s.input_dims", 0, -1)} AS d,
+                   json_array_length(s.input_dims->'$[0]') AS qrank,
+                   {_dim("s.input_dims", 0, 0)} AS qb, {_dim("s.input_dims", 0, 1)} AS qh,
+                   {_dim("s.input_dims", 0, 2)} AS sq, {_dim("s.input_dims", 1, -2)} AS skv
+            FROM _marked m JOIN cpu_slices s USING (id) JOIN _cpu c USING (id)
+            WHERE m.is_call AND m.kind = 'cpu_op' AND s.input_dims IS NOT NULL
+              -- A backward op's siblings are autograd's nodes, not its forward's block.
+              AND NOT regexp_matches(s.name, '_backward')
+              AND m.id NOT IN (SELECT x.x FROM _xm x JOIN _marked o ON o.mkey = x.mkey
+                               WHERE o.is_call AND o.mkey <> x.x)"""
+    )
+    con.execute("DELETE FROM _op_core WHERE NOT coalesce(d > 0 AND qrank >= 3, false)")
+    if not con.execute(  # type: ignore[index]
+        "SELECT (SELECT count(*) FROM _eager_sm) + (SELECT count(*) FROM _op_core)"
+    ).fetchone()[0]:
         _empty(con)
         return
-    # The softmaxes' siblings, numbered in order.
+    # The siblings of the softmaxes and of the call ops, numbered in order.
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _eager_sib AS
            SELECT s.id, s.name, s.input_dims, s.ts_ns, s.end_ns, c.lane, c.pos, c.k0, c.k1, s.parent_id,
                   row_number() OVER (PARTITION BY c.lane, s.parent_id ORDER BY c.pos) AS i
            FROM cpu_slices s JOIN _cpu c USING (id)
            WHERE s.kind = 'cpu_op'
-             AND (c.lane, coalesce(s.parent_id, -1)) IN (SELECT lane, coalesce(parent_id, -1) FROM _eager_sm)"""
+             AND (c.lane, coalesce(s.parent_id, -1)) IN (SELECT lane, coalesce(parent_id, -1) FROM _eager_sm
+                                                         UNION SELECT lane, coalesce(parent_id, -1) FROM _op_core)"""
     )
     sm_last = _dim("c.input_dims", 0, -1)
     sm_rows = _dim("c.input_dims", 0, -2)
@@ -138,11 +158,35 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
                        ELSE a_inner = b_inner AND b_cols = skv AND a_rows = sq
                             AND p_inner = skv AND p_rows = sq AND v_rows = skv END"""
     )
+    # A call op widened to its block: a mark that only scopes the call (no stage, not a call of its own in
+    # attention_calls). Its id is the op's, so the call keeps the op's id, source and impl; it sits before
+    # the op on the axis, so the block's ops are in the call's context.
+    con.execute(
+        f"""INSERT INTO _eager_marks
+            SELECT o.id, -o.id, 'block', (a.pos - 0.5)::DOUBLE, NULL, true, NULL, 'any', 'outer', NULL,
+                   '{BLOCK_RULE}', o.name, q.lane, a.k0, z.k1, a.ts_ns, z.end_ns
+            FROM _op_core o JOIN _eager_win w ON w.qk_id = o.id
+            JOIN _eager_sib q ON q.id = o.id
+            JOIN _eager_sib a ON a.lane = q.lane AND coalesce(a.parent_id, -1) = coalesce(q.parent_id, -1)
+                              AND a.i = w.start_i
+            JOIN _eager_sib z ON z.lane = q.lane AND coalesce(z.parent_id, -1) = coalesce(q.parent_id, -1)
+                              AND z.i = w.end_i
+            WHERE w.start_i < q.i OR w.end_i > q.i"""
+    )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _eager_pairs AS
             SELECT x, key AS mkey FROM ({link.inside("_eager_marks", "mkey")})"""
     )
-    for t in ("_eager_sm", "_eager_sib", "_eager_found", "_eager_cls", "_eager_ends", "_eager_win"):
+    for t in (
+        "_eager_sm",
+        "_op_core",
+        "_eager_sib",
+        "_eager_found",
+        "_blk_core",
+        "_eager_cls",
+        "_eager_ends",
+        "_eager_win",
+    ):
         con.execute(f"DROP TABLE {t}")
 
 
@@ -170,17 +214,25 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
     out = """CASE b.name WHEN 'aten::linear' THEN TRY_CAST(b.input_dims->>'$[1][0]' AS BIGINT)
                         WHEN 'aten::addmm' THEN TRY_CAST(b.input_dims->>'$[2][1]' AS BIGINT)
                         WHEN 'aten::mm' THEN TRY_CAST(b.input_dims->>'$[1][1]' AS BIGINT) END"""
+    # The cores: each pattern (QK^T to PV) and each call op (itself), with what its shapes say.
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _blk_core AS
+            SELECT f.qk_id, f.qk_i, f.pv_i, f.lane, q.parent_id, f.a_inner AS d, f.sq, f.skv,
+                   {_operand_dim("q", 0, 0)} AS qb, {_operand_dim("q", 0, 1)} AS qh,
+                   json_array_length(CASE WHEN q.name = 'aten::baddbmm' THEN q.input_dims->'$[1]'
+                                          ELSE q.input_dims->'$[0]' END) AS qrank,
+                   coalesce(f.a_inner > 0 AND f.skv IS NOT NULL, false) AS shaped
+            FROM _eager_found f JOIN _eager_sib q ON q.id = f.qk_id
+            UNION ALL
+            SELECT o.id, b.i, b.i, o.lane, o.parent_id, o.d, o.sq, o.skv, o.qb, o.qh, o.qrank, true
+            FROM _op_core o JOIN _eager_sib b USING (id)"""
+    )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _eager_cls AS
             WITH f AS (
-                SELECT f.qk_id, f.qk_i, f.pv_i, f.lane, q.parent_id, f.a_inner AS d, f.sq, f.skv,
-                       {_operand_dim("q", 0, 0)} AS qb, {_operand_dim("q", 0, 1)} AS qh,
-                       json_array_length(CASE WHEN q.name = 'aten::baddbmm' THEN q.input_dims->'$[1]'
-                                              ELSE q.input_dims->'$[0]' END) AS qrank,
-                       lag(f.pv_i) OVER w AS prev_pv_i, lead(f.qk_i) OVER w AS next_qk_i
-                FROM _eager_found f JOIN _eager_sib q ON q.id = f.qk_id
-                WHERE f.a_inner > 0 AND f.skv IS NOT NULL
-                WINDOW w AS (PARTITION BY f.lane, q.parent_id ORDER BY f.qk_i)
+                SELECT f.*, lag(f.pv_i) OVER w AS prev_pv_i, lead(f.qk_i) OVER w AS next_qk_i
+                FROM _blk_core f
+                WINDOW w AS (PARTITION BY f.lane, f.parent_id ORDER BY f.qk_i)
             ),
             -- The window's sibling numbers, joined by equality (a range join would be a nested loop).
             idx AS (
@@ -188,7 +240,7 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                            range(greatest(f.qk_i - {BLOCK_BEFORE}, coalesce(f.prev_pv_i, 0) + 1), f.qk_i),
                            range(f.pv_i + 1, least(f.pv_i + {BLOCK_AFTER + 1}, coalesce(f.next_qk_i, f.pv_i + {BLOCK_AFTER + 1})))))
                            AS i
-                FROM f
+                FROM f WHERE f.shaped  -- (every core bounds its neighbours' windows, shaped or not)
             ),
             rows AS (
                 SELECT x.*, b.name, b.input_dims, {shapes} AS shapes, {out} AS out
@@ -235,7 +287,7 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                GROUP BY w.qk_id
            )
            SELECT f.qk_id, coalesce(s.start_i, f.qk_i) AS start_i, coalesce(e.end_i, f.pv_i) AS end_i
-           FROM _eager_found f LEFT JOIN ends e USING (qk_id) LEFT JOIN starts s USING (qk_id)"""
+           FROM _blk_core f LEFT JOIN ends e USING (qk_id) LEFT JOIN starts s USING (qk_id)"""
     )
     # A block never reaches into the one before it on its thread.
     con.execute(
@@ -266,3 +318,4 @@ def _empty(con: duckdb.DuckDBPyConnection) -> None:
     )
     con.execute("CREATE OR REPLACE TEMP TABLE _eager_pairs (x BIGINT, mkey BIGINT)")
     con.execute("DROP TABLE _eager_sm")
+    con.execute("DROP TABLE _op_core")
