@@ -545,14 +545,30 @@ def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
 
     ``spans`` has ``key``, ``lane`` and the span's ends on the axis (``start``, ``end``); a
     slice is inside when it starts within the span and ends at most ``BLEED_NS`` after it.
+
+    ``_cpu`` is numbered (``pos``) in axis order, lane by lane, by start: the slices that
+    start within a span are one run of numbers, from the first slice starting at or after
+    its start to the last starting by its end (two ASOF joins, then the ends of their ties).
+    The run is joined by its numbers (equality) and the ends checked. An IEJoin of the spans
+    against every slice took 4.5 s for 4,100 SDPA blocks over 1.0M slices (a tiny Llama
+    tiled 41x, 372 MB); the run's numbers are unnested per span, so the work is the pairs.
     """
-    # Inequalities only (an IEJoin); the lane check afterwards matters only
-    # when the axis could not keep threads apart.
-    return f"""WITH p AS MATERIALIZED (
-                   SELECT x.id AS x, s.{key} AS key, x.pos, x.lane AS xl, s.lane AS sl
-                   FROM {spans} s JOIN _cpu x ON x.k0 >= s.{start} AND x.k1 <= s.{end} + {BLEED_NS}
-               )
-               SELECT x, key, pos FROM p WHERE xl = sl"""
+    return f"""WITH s AS MATERIALIZED (
+                   SELECT {key} AS key, lane, {start} AS s0, {end} + {BLEED_NS} AS s1 FROM {spans}
+               ),
+               lo AS (SELECT s.key, s.lane, x.k0 FROM s ASOF JOIN _cpu x ON s.lane = x.lane AND s.s0 <= x.k0),
+               hi AS (SELECT s.key, s.lane, x.k0 FROM s ASOF JOIN _cpu x ON s.lane = x.lane AND s.s1 >= x.k0),
+               run AS (
+                   SELECT key, min(p_lo) AS p_lo, max(p_hi) AS p_hi FROM (
+                       SELECT lo.key, x.pos AS p_lo, NULL AS p_hi FROM lo JOIN _cpu x ON x.lane = lo.lane AND x.k0 = lo.k0
+                       UNION ALL
+                       SELECT hi.key, NULL, x.pos FROM hi JOIN _cpu x ON x.lane = hi.lane AND x.k0 = hi.k0
+                   ) GROUP BY key
+               ),
+               p AS (SELECT key, unnest(range(p_lo, p_hi + 1)) AS pos FROM run WHERE p_lo <= p_hi)
+               SELECT x.id AS x, p.key, x.pos
+               FROM p JOIN s USING (key) JOIN _cpu x USING (pos)
+               WHERE x.lane = s.lane AND x.k0 >= s.s0 AND x.k1 <= s.s1"""
 
 
 def _nest_leaves(con) -> None:
