@@ -387,3 +387,87 @@ def test_an_unlabelled_call_op_widens_to_its_block_by_construction(tmp_path, fla
                 ("aten::reshape", "layout"),
                 ("aten::linear", "out_proj"),
             ]
+
+
+class _ServingBlock(torch.nn.Module):
+    """A vLLM-style layer on flattened tokens (``[T, hidden]``): a fused QKV projection, its split, a
+    rotary-embedding op and a KV-cache write op on ``[T, H * D]`` rows (no head dim in their shapes),
+    the attention op on ``[T, H, D]`` views, the output projection; a norm before and an MLP after."""
+
+    def __init__(self, hidden: int = 32, heads: int = 4):
+        super().__init__()
+        self.heads, self.d, self.hidden = heads, hidden // heads, hidden
+        self.norm, self.qkv, self.o = (
+            torch.nn.LayerNorm(hidden),
+            torch.nn.Linear(hidden, 3 * hidden),
+            torch.nn.Linear(hidden, hidden),
+        )
+        self.up, self.down = torch.nn.Linear(hidden, 4 * hidden), torch.nn.Linear(4 * hidden, hidden)
+        self.register_buffer("cache", torch.zeros(2, 64, hidden))
+
+    def forward(self, x):
+        t = x.shape[0]
+        q, k, v = self.qkv(self.norm(x)).split([self.hidden] * 3, dim=-1)
+        q, k = torch.ops.tk_vllm.rotary_embedding(torch.arange(t), q, k)
+        torch.ops.tk_vllm.reshape_and_cache_flash(k, v, self.cache)
+        heads = (t, self.heads, self.d)
+        out = torch.ops.vllm.unified_attention_tk(q.view(heads), k.view(heads), v.view(heads))
+        x = x + self.o(out.view(t, self.hidden))
+        return x + self.down(torch.relu(self.up(x)))
+
+
+@pytest.fixture(scope="module")
+def serving_ops():
+    """vLLM-like custom ops: ``tk_vllm::rotary_embedding``, ``tk_vllm::reshape_and_cache_flash`` and
+    ``vllm::unified_attention_tk`` (``[T, H, D]``)."""
+
+    @torch.library.custom_op("tk_vllm::rotary_embedding", mutates_args=())
+    def rotary_embedding(
+        positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        angle = positions[:, None].float() * 0.01
+        return q * torch.cos(angle) + q.roll(1, -1) * torch.sin(angle), k * torch.cos(angle) + k.roll(
+            1, -1
+        ) * torch.sin(angle)
+
+    @torch.library.custom_op("tk_vllm::reshape_and_cache_flash", mutates_args=("cache",))
+    def reshape_and_cache_flash(k: torch.Tensor, v: torch.Tensor, cache: torch.Tensor) -> None:
+        cache[0, : k.shape[0]] = k
+        cache[1, : v.shape[0]] = v
+
+    @torch.library.custom_op("vllm::unified_attention_tk", mutates_args=())
+    def unified_attention_tk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        # Plain ops inside (no SDPA op, whose backend would name its own impl): [H, T, D] products.
+        q, k, v = (t.transpose(0, 1) for t in (q, k, v))
+        scores = torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1)
+        return (scores @ v).transpose(0, 1).contiguous()
+
+    return rotary_embedding, reshape_and_cache_flash, unified_attention_tk
+
+
+def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construction(tmp_path, serving_ops):
+    """Recorded bare, each attention op's call widens over the rotary and KV-cache ops (head ops by
+    their names: their [T, H * D] rows show no head dim) to the fused QKV projection before them and the
+    output projection after; the norm, residual add and MLP stay out."""
+    model = torch.nn.Sequential(_ServingBlock(), _ServingBlock()).eval()
+    with _record(tmp_path, "serving", model, torch.randn(16, 32)) as trace:
+        calls = trace.sql("SELECT call_id, call_source, impl FROM attention_calls ORDER BY ts_ns").rows()
+        assert [(source, impl) for _, source, impl in calls] == [("op", "paged")] * 2
+        for call_id, *_ in calls:
+            ops = trace.sql(
+                f"""SELECT c.name, s.stage FROM cpu_stages s JOIN cpu_slices c USING (id)
+                    LEFT JOIN cpu_slices p ON p.id = c.parent_id
+                    WHERE s.call_id = {call_id} AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'
+                    ORDER BY c.ts_ns"""
+            ).rows()
+            assert ops == [
+                ("aten::linear", "qkv_proj"),
+                ("aten::split_with_sizes", "layout"),
+                ("aten::arange", "position_bias"),  # the positions the rotary op takes
+                ("tk_vllm::rotary_embedding", "rope"),
+                ("tk_vllm::reshape_and_cache_flash", "kv_cache"),
+                *[("aten::view", "layout")] * 3,
+                ("vllm::unified_attention_tk", "fused_attention"),
+                ("aten::view", "layout"),
+                ("aten::linear", "out_proj"),
+            ]

@@ -41,6 +41,8 @@ BLOCK_BEFORE = 64
 BLOCK_AFTER = 16
 HEAD_RESHAPE = r"^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_sizes|chunk|unbind|contiguous|permute|transpose|t|clone|expand|unsqueeze|squeeze)$"
 RULE = "eager: matmul -> softmax -> matmul"
+# Stages whose named ops (op rules of any context) are head ops of a block, whatever their shapes.
+NAMED_HEAD_STAGES = ("rope", "kv_cache")
 BLOCK_RULE = "block: a call op widened to its projections, head reshapes, RoPE and KV cache by shape"
 
 
@@ -196,7 +198,8 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
 
     With recorded shapes, each sibling within ``BLOCK_BEFORE`` / ``BLOCK_AFTER`` ops is a head op
     (``B``: a tensor of 3 or more dims whose last is the head dim D or D/2 (rotate_half's halves,
-    the cos/sin tables), or a 4-D ``[B, H, S, *]`` / ``[B, S, H, *]``), a projection (``P``:
+    the cos/sin tables), or a 4-D ``[B, H, S, *]`` / ``[B, S, H, *]``, or an op a rule names a rotary
+    embedding or KV-cache write, ``NAMED_HEAD_STAGES``, whose ``[T, H * D]`` rows show no head dim), a projection (``P``:
     linear / addmm / mm with out features a multiple of D), a reshape of heads (``G``: view,
     reshape, split, transpose, ... of a tensor whose last dim is a multiple of D), an op on no
     tensor of 2 or more dims (``N``: empty, to, detach of scalars) or anything else (``X``: a norm,
@@ -243,12 +246,16 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                 FROM f WHERE f.shaped  -- (every core bounds its neighbours' windows, shaped or not)
             ),
             rows AS (
-                SELECT x.*, b.name, b.input_dims, {shapes} AS shapes, {out} AS out
+                SELECT x.*, b.name, b.input_dims, {shapes} AS shapes, {out} AS out, om.m.stage AS named
                 FROM idx x JOIN _eager_sib b
                   ON b.lane = x.lane AND coalesce(b.parent_id, -1) = coalesce(x.parent_id, -1) AND b.i = x.i
+                LEFT JOIN _op_match om ON om.name = b.name
             )
             SELECT qk_id, qk_i, pv_i, i, prev_pv_i,
                    CASE WHEN out IS NOT NULL AND out > 0 AND out % d = 0 THEN 'P'
+                        -- An op a rule names a rotary embedding or a KV-cache write (vLLM's _C::rotary_embedding
+                        -- and reshape_and_cache_flash work on [T, H * D] rows: no head dim in their shapes).
+                        WHEN named IN {NAMED_HEAD_STAGES} THEN 'B'
                         WHEN len(list_filter(shapes, lambda s: len(s) >= 3 AND (s[-1] = d OR 2 * s[-1] = d)
                                  OR len(s) = 4 AND qrank = 4 AND s[1] IN (qb, 1)
                                     AND (s[2] = qh AND s[3] IN (sq, skv) OR s[2] IN (sq, skv) AND s[3] = qh))) > 0
