@@ -260,14 +260,24 @@ def _outer_call_ops(trace) -> Counter:
 
 
 def _tiny_model(family: str, attn: str = "eager"):
-    """A tiny random Hugging Face model with ``attn`` attention (eager or sdpa): Llama (RoPE), BERT
-    (bias, scale by div) or GPT-2 (fused c_attn: Conv1D's addmm, then split)."""
+    """A tiny random Hugging Face model with ``attn`` attention (eager or sdpa): Llama (RoPE), GPT-NeoX
+    (fused QKV, partial RoPE), BERT (bias, scale by div) or GPT-2 (fused c_attn: Conv1D's addmm, then split)."""
     transformers = pytest.importorskip("transformers")
     from synthetic import tiny_llama
 
     torch.manual_seed(0)
     if family == "llama":
         return tiny_llama(attn)
+    if family == "neox":  # a partial rotary: a quarter of each head rotates, by [B, S, D/4] cos/sin tables
+        config = transformers.GPTNeoXConfig(
+            vocab_size=64,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            rotary_pct=0.25,
+        )
+        return transformers.GPTNeoXForCausalLM._from_config(config, attn_implementation=attn).eval()
     if family == "bert":
         config = transformers.BertConfig(
             vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
@@ -283,14 +293,14 @@ _COMPUTE = ("aten::linear", "aten::addmm", "aten::matmul", "aten::softmax", "ate
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
-@pytest.mark.parametrize("family", ["llama", "bert", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "neox", "bert", "gpt2"])
 @pytest.mark.parametrize("shapes", [True, False], ids=["record_shapes", "no_shapes"])
 def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family, shapes, attn):
     """A tiny random Hugging Face model recorded twice, labelled by the capture module and bare (no
     labels, no Python stacks). Bare, the call is what op order shows: the eager pattern (matmul ->
     softmax -> matmul) or the SDPA op. With shapes, either widens to the attention block, so every op
     the labels put in a call is in one with the same stage (q/k/v projections, their reshapes, the
-    rotary embedding, the core, the output projection); for Llama every op, for BERT and GPT-2
+    rotary embedding, the core, the output projection); for Llama and GPT-NeoX every op, for BERT and GPT-2
     every computing op (BERT's attention module also holds the residual add and LayerNorm after its
     output projection, which the bare block leaves out). Without shapes the call stays the core."""
     from tracekit import capture
@@ -312,7 +322,7 @@ def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family
     core = {"qk_matmul", "softmax", "pv_matmul"} if attn == "eager" else set()
     assert {"qkv_proj", "out_proj"} | core <= {stage for _, stage in labelled}
     if shapes:
-        if family == "llama":
+        if family in ("llama", "neox"):
             assert "rope" in {stage for _, stage in labelled}
             assert bare == labelled
         else:
