@@ -257,3 +257,44 @@ def test_a_trained_gpt2_has_one_backward_call_per_forward_call(tmp_path, impl, m
     assert len(stages) == 2 * layers
     for _call, found in stages:
         assert {"qk_matmul", "softmax", "pv_matmul"} <= set(found), found
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_an_unlabelled_llama_training_step_matches_the_labelled_one(tmp_path, attn):
+    """A tiny random Llama trained one step on CPU, recorded labelled (capture.label_modules) and
+    bare with shapes: bare, the forward call is the block found by op order or around the SDPA op,
+    so every autograd node the labelled run puts in a backward call (the projections', RoPE's, the
+    views', the attention's) is in one with the same stage."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from collections import Counter
+
+    from synthetic import tiny_llama
+    from torch.profiler import ProfilerActivity, profile
+
+    from tracekit import capture
+
+    def nodes(name: str, model) -> tuple[Counter, Counter]:
+        ids = torch.randint(0, 64, (2, 16))
+        model(ids, use_cache=False).logits.sum().backward()  # warm-up
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            model(ids, use_cache=False).logits.sum().backward()
+        path = tmp_path / f"{name}.json"
+        prof.export_chrome_trace(str(path))
+        with tracekit.load(path) as trace:
+            staged = trace.sql(
+                """SELECT c.name, s.stage FROM cpu_stages s JOIN cpu_slices c USING (id)
+                   WHERE s.call_id IS NOT NULL AND s.source = 'backward'
+                     AND c.name LIKE 'autograd::engine::evaluate_function:%'"""
+            ).rows()
+            calls = trace.sql("SELECT direction FROM attention_calls").rows()
+        return Counter(staged), Counter(d for (d,) in calls)
+
+    model = tiny_llama(attn).train()
+    handle = capture.label_modules(model)
+    labelled, labelled_calls = nodes("labelled", model)
+    handle.remove()
+    bare, bare_calls = nodes("bare", model)
+    assert labelled_calls == bare_calls == Counter({"forward": 2, "backward": 2})
+    assert {"qkv_proj", "rope", "out_proj"} <= {stage for _, stage in labelled}
+    assert bare == labelled
