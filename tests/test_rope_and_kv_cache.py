@@ -397,6 +397,13 @@ def test_an_unlabelled_call_op_widens_to_its_block_by_construction(tmp_path, fla
                 ("aten::reshape", "layout"),
                 ("aten::linear", "out_proj"),
             ]
+            # The call spans its block on the CPU: from the q projection's start to o_proj's end.
+            ((ts, cpu_ns, first, last),) = trace.sql(
+                f"""SELECT c.ts_ns, c.cpu_ns, min(s.ts_ns), max(s.end_ns)
+                    FROM attention_calls c JOIN cpu_stages st USING (call_id) JOIN cpu_slices s USING (id)
+                    WHERE c.call_id = {call_id} GROUP BY ALL"""
+            ).rows()
+            assert (ts, cpu_ns) == (first, last - first)
 
 
 class _ServingBlock(torch.nn.Module):

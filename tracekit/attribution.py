@@ -496,6 +496,11 @@ def _attention_calls(con, kind: str) -> None:
            SELECT e.id, s.trace_id, e.op, 'eager', e.ts_ns, e.end_ns - e.ts_ns, e.impl
            FROM _eager_marks e JOIN cpu_slices s USING (id) WHERE e.kind = 'eager'"""
     )
+    # A call op widened to its block (eager.find's 'block' marks) spans the block, as a labelled call does.
+    con.execute(
+        """UPDATE _call_def SET ts_ns = e.ts_ns, dur_ns = e.end_ns - e.ts_ns
+           FROM _eager_marks e WHERE e.kind = 'block' AND e.id = _call_def.id"""
+    )
     # A backward call of its own is defined by its forward call (its nodes' span on the CPU).
     con.execute(
         """INSERT INTO _call_def

@@ -437,7 +437,7 @@ call_source VARCHAR  label, module, op, eager or kernel (a backward call of its 
 gpu_ops BIGINT  GPU ops launched inside the call.
 gpu_ns BIGINT  Their summed duration: op-level time (helper kernels included), ns.
 attention_kernel_ns BIGINT  Summed duration of the attention kernels only: kernel-level time, ns.
-cpu_ns BIGINT  CPU duration of the call's range, op or module scope (eager calls: the block's first op's start to its last op's end, QK^T to PV without shapes; a call op widened to its block: the op's own; a backward call: its first autograd node's start to its last one's end), ns (NULL for kernel-defined calls).
+cpu_ns BIGINT  CPU duration of the call's range, op or module scope (eager calls: the block's first op's start to its last op's end, QK^T to PV without shapes; a call op widened to its block: the block's; a backward call: its first autograd node's start to its last one's end), ns (NULL for kernel-defined calls).
 orphan BOOLEAN  All the call's GPU ops were launched before the trace began.
 ts_ns BIGINT  Start of the call on the CPU (or of the kernel), ns.
 batch BIGINT  Batch size (Input Dims of the SDPA op's query, else of a 4-D QK^T product).
