@@ -409,48 +409,64 @@ def test_an_unlabelled_call_op_widens_to_its_block_by_construction(tmp_path, fla
 class _ServingBlock(torch.nn.Module):
     """A vLLM-style layer on flattened tokens (``[T, hidden]``): a fused QKV projection, its split, a
     rotary-embedding op and a KV-cache write op on ``[T, H * D]`` rows (no head dim in their shapes),
-    the attention op on ``[T, H, D]`` views, the output projection; a norm before and an MLP after."""
+    the attention op on ``[T, H, D]`` views, the output projection; a norm before and an MLP after.
+    ``fp8``: the QKV projection is a ``cutlass_scaled_mm(out, a, b)`` op (output first) on quantized
+    input, and q is quantized again before the attention op (as vLLM's fp8 attention does)."""
 
-    def __init__(self, hidden: int = 32, heads: int = 4):
+    def __init__(self, fp8: bool, hidden: int = 32, heads: int = 4):
         super().__init__()
-        self.heads, self.d, self.hidden = heads, hidden // heads, hidden
-        self.norm, self.qkv, self.o = (
-            torch.nn.LayerNorm(hidden),
-            torch.nn.Linear(hidden, 3 * hidden),
-            torch.nn.Linear(hidden, hidden),
-        )
+        self.fp8, self.heads, self.d, self.hidden = fp8, heads, hidden // heads, hidden
+        self.norm, self.o = torch.nn.LayerNorm(hidden), torch.nn.Linear(hidden, hidden)
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
         self.up, self.down = torch.nn.Linear(hidden, 4 * hidden), torch.nn.Linear(4 * hidden, hidden)
         self.register_buffer("cache", torch.zeros(2, 64, hidden))
 
     def forward(self, x):
-        t = x.shape[0]
-        q, k, v = self.qkv(self.norm(x)).split([self.hidden] * 3, dim=-1)
-        q, k = torch.ops.tk_vllm.rotary_embedding(torch.arange(t), q, k)
-        torch.ops.tk_vllm.reshape_and_cache_flash(k, v, self.cache)
+        t, ops = x.shape[0], torch.ops.tk_vllm
+        h = self.norm(x)
+        if self.fp8:
+            qkv = torch.empty(t, 3 * self.hidden)
+            ops.cutlass_scaled_mm(qkv, ops.static_scaled_fp8_quant(h), self.qkv.weight.t())
+        else:
+            qkv = self.qkv(h)
+        q, k, v = qkv.split([self.hidden] * 3, dim=-1)
+        q, k = ops.rotary_embedding(torch.arange(t), q, k)
+        ops.reshape_and_cache_flash(k, v, self.cache)
+        if self.fp8:
+            q = ops.static_scaled_fp8_quant(q)
         heads = (t, self.heads, self.d)
         out = torch.ops.vllm.unified_attention_tk(q.view(heads), k.view(heads), v.view(heads))
         x = x + self.o(out.view(t, self.hidden))
         return x + self.down(torch.relu(self.up(x)))
 
 
+def _rotate(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
+    return x * torch.cos(angle) + x.roll(1, -1) * torch.sin(angle)
+
+
 @pytest.fixture(scope="module")
 def serving_ops():
-    """vLLM-like custom ops: ``tk_vllm::rotary_embedding``, ``tk_vllm::reshape_and_cache_flash`` and
+    """vLLM-like custom ops: ``tk_vllm::rotary_embedding``, ``reshape_and_cache_flash``,
+    ``static_scaled_fp8_quant`` (a stand-in: a copy), ``cutlass_scaled_mm`` and
     ``vllm::unified_attention_tk`` (``[T, H, D]``)."""
 
     @torch.library.custom_op("tk_vllm::rotary_embedding", mutates_args=())
-    def rotary_embedding(
-        positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        angle = positions[:, None].float() * 0.01
-        return q * torch.cos(angle) + q.roll(1, -1) * torch.sin(angle), k * torch.cos(angle) + k.roll(
-            1, -1
-        ) * torch.sin(angle)
+    def rotary_embedding(p: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        angle = p[:, None].float() * 0.01
+        return _rotate(q, angle), _rotate(k, angle)
 
     @torch.library.custom_op("tk_vllm::reshape_and_cache_flash", mutates_args=("cache",))
     def reshape_and_cache_flash(k: torch.Tensor, v: torch.Tensor, cache: torch.Tensor) -> None:
         cache[0, : k.shape[0]] = k
         cache[1, : v.shape[0]] = v
+
+    @torch.library.custom_op("tk_vllm::static_scaled_fp8_quant", mutates_args=())
+    def static_scaled_fp8_quant(x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @torch.library.custom_op("tk_vllm::cutlass_scaled_mm", mutates_args=("out",))
+    def cutlass_scaled_mm(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+        out.copy_(a @ b)
 
     @torch.library.custom_op("vllm::unified_attention_tk", mutates_args=())
     def unified_attention_tk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -459,14 +475,16 @@ def serving_ops():
         scores = torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1)
         return (scores @ v).transpose(0, 1).contiguous()
 
-    return rotary_embedding, reshape_and_cache_flash, unified_attention_tk
+    return rotary_embedding, reshape_and_cache_flash, static_scaled_fp8_quant, cutlass_scaled_mm, unified_attention_tk
 
 
-def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construction(tmp_path, serving_ops):
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construction(tmp_path, serving_ops, fp8):
     """Recorded bare, each attention op's call widens over the rotary and KV-cache ops (head ops by
     their names: their [T, H * D] rows show no head dim) to the fused QKV projection before them and the
-    output projection after; the norm, residual add and MLP stay out."""
-    model = torch.nn.Sequential(_ServingBlock(), _ServingBlock()).eval()
+    output projection after; the norm, residual add and MLP stay out. With fp8, the output-first GEMM
+    is the QKV projection and the quantization of q passes through (neither ends nor starts a block)."""
+    model = torch.nn.Sequential(_ServingBlock(fp8), _ServingBlock(fp8)).eval()
     with _record(tmp_path, "serving", model, torch.randn(16, 32)) as trace:
         calls = trace.sql("SELECT call_id, call_source, impl FROM attention_calls ORDER BY ts_ns").rows()
         assert [(source, impl) for _, source, impl in calls] == [("op", "paged")] * 2
@@ -477,12 +495,16 @@ def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construc
                     WHERE s.call_id = {call_id} AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'
                     ORDER BY c.ts_ns"""
             ).rows()
+            qkv = [("aten::linear", "qkv_proj")]
+            if fp8:
+                qkv = [("tk_vllm::cutlass_scaled_mm", "qkv_proj")]  # (its input's quantization stays out)
             assert ops == [
-                ("aten::linear", "qkv_proj"),
+                *qkv,
                 ("aten::split_with_sizes", "layout"),
                 ("aten::arange", "position_bias"),  # the positions the rotary op takes
                 ("tk_vllm::rotary_embedding", "rope"),
                 ("tk_vllm::reshape_and_cache_flash", "kv_cache"),
+                *([("tk_vllm::static_scaled_fp8_quant", "other")] if fp8 else []),
                 *[("aten::view", "layout")] * 3,
                 ("vllm::unified_attention_tk", "fused_attention"),
                 ("aten::view", "layout"),

@@ -41,6 +41,10 @@ BLOCK_BEFORE = 64
 BLOCK_AFTER = 16
 HEAD_RESHAPE = r"^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_sizes|chunk|unbind|contiguous|permute|transpose|t|clone|expand|unsqueeze|squeeze)$"
 RULE = "eager: matmul -> softmax -> matmul"
+# GEMMs whose output tensor is their first argument (its last dim: the out features).
+OUT_FIRST_GEMM = r"(?i)(^|::)cutlass_scaled_mm$"
+# Ops that convert values without changing what they are (quantization): they neither end a block nor start one.
+CONVERSION = r"(?i)quant"
 # Stages whose named ops (op rules of any context) are head ops of a block, whatever their shapes.
 NAMED_HEAD_STAGES = ("rope", "kv_cache")
 BLOCK_RULE = "block: a call op widened to its projections, head reshapes, RoPE and KV cache by shape"
@@ -82,7 +86,9 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
             SELECT m.id, s.name, s.parent_id, c.lane, {_dim("s.input_dims", 0, -1)} AS d,
                    json_array_length(s.input_dims->'$[0]') AS qrank,
                    {_dim("s.input_dims", 0, 0)} AS qb, {_dim("s.input_dims", 0, 1)} AS qh,
-                   {_dim("s.input_dims", 0, 2)} AS sq, {_dim("s.input_dims", 1, -2)} AS skv
+                   -- [B, H, S, D]'s S; a [T, H, D] query's dims do not give S.
+                   CASE WHEN json_array_length(s.input_dims->'$[0]') = 4 THEN {_dim("s.input_dims", 0, 2)} END AS sq,
+                   CASE WHEN json_array_length(s.input_dims->'$[0]') = 4 THEN {_dim("s.input_dims", 1, -2)} END AS skv
             FROM _marked m JOIN cpu_slices s USING (id) JOIN _cpu c USING (id)
             WHERE m.is_call AND m.kind = 'cpu_op' AND s.input_dims IS NOT NULL
               -- A backward op's siblings are autograd's nodes, not its forward's block.
@@ -215,9 +221,12 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
         r"list_transform(regexp_extract_all(CAST(b.input_dims AS VARCHAR), '\[(-?[0-9]+(, ?-?[0-9]+)*)\]', 1), "
         r"lambda x: CAST(string_split(replace(x, ' ', ''), ',') AS BIGINT[]))"
     )
-    out = """CASE b.name WHEN 'aten::linear' THEN TRY_CAST(b.input_dims->>'$[1][0]' AS BIGINT)
-                        WHEN 'aten::addmm' THEN TRY_CAST(b.input_dims->>'$[2][1]' AS BIGINT)
-                        WHEN 'aten::mm' THEN TRY_CAST(b.input_dims->>'$[1][1]' AS BIGINT) END"""
+    out = f"""CASE WHEN b.name = 'aten::linear' THEN TRY_CAST(b.input_dims->>'$[1][0]' AS BIGINT)
+                   WHEN b.name = 'aten::addmm' THEN TRY_CAST(b.input_dims->>'$[2][1]' AS BIGINT)
+                   WHEN b.name IN ('aten::mm', 'aten::_scaled_mm') THEN TRY_CAST(b.input_dims->>'$[1][1]' AS BIGINT)
+                   -- vLLM's cutlass_scaled_mm(out, a, b, ...): the output [T, N] comes first.
+                   WHEN regexp_matches(b.name, '{OUT_FIRST_GEMM}') THEN TRY_CAST(b.input_dims->>'$[0][#-1]' AS BIGINT)
+              END"""
     # The cores: each pattern (QK^T to PV) and each call op (itself), with what its shapes say.
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _blk_core AS
@@ -266,6 +275,8 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                         WHEN regexp_matches(name, '{HEAD_RESHAPE}')
                              AND len(list_filter(shapes, lambda s: len(s) >= 2 AND s[-1] % d = 0)) > 0 THEN 'G'
                         WHEN len(list_filter(shapes, lambda s: len(s) >= 2)) = 0 THEN 'N'
+                        -- A value conversion (fp8 quantization of q before the attention op) is neither.
+                        WHEN regexp_matches(name, '{CONVERSION}') THEN 'N'
                         ELSE 'X' END AS cls
             FROM rows"""
     )
