@@ -268,21 +268,18 @@ def _tiny_model(family: str, attn: str = "eager"):
     torch.manual_seed(0)
     if family == "llama":
         return tiny_llama(attn)
+    tiny = {
+        "vocab_size": 64,
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 64,
+    }
     if family == "neox":  # a partial rotary: a quarter of each head rotates, by [B, S, D/4] cos/sin tables
-        config = transformers.GPTNeoXConfig(
-            vocab_size=64,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=64,
-            rotary_pct=0.25,
-        )
+        config = transformers.GPTNeoXConfig(**tiny, rotary_pct=0.25)
         return transformers.GPTNeoXForCausalLM._from_config(config, attn_implementation=attn).eval()
     if family == "bert":
-        config = transformers.BertConfig(
-            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
-        )
-        return transformers.BertModel._from_config(config, attn_implementation=attn).eval()
+        return transformers.BertModel._from_config(transformers.BertConfig(**tiny), attn_implementation=attn).eval()
     config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
     return transformers.GPT2LMHeadModel._from_config(config, attn_implementation=attn).eval()
 
@@ -336,6 +333,16 @@ def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family
             assert set(bare) == {("aten::scaled_dot_product_attention", "other")}
 
 
+def _top_ops(trace, call_id: int) -> list[tuple[str, str]]:
+    """(name, stage) of the call's outermost ops (no op above them), in order."""
+    return trace.sql(
+        f"""SELECT c.name, s.stage FROM cpu_stages s JOIN cpu_slices c USING (id)
+            LEFT JOIN cpu_slices p ON p.id = c.parent_id
+            WHERE s.call_id = {call_id} AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'
+            ORDER BY c.ts_ns"""
+    ).rows()
+
+
 class _FlashLayoutBlock(torch.nn.Module):
     """A pre-norm attention block around a flash-attn-style op (``flash_attn::tk_fwd``, a custom op:
     q, k, v as ``[B, S, H, D]``, or ``[T, H, D]`` for a varlen batch), then an MLP. By construction:
@@ -385,12 +392,7 @@ def test_an_unlabelled_call_op_widens_to_its_block_by_construction(tmp_path, fla
         op_ids = {r[0] for r in trace.sql("SELECT id FROM cpu_slices WHERE name = 'flash_attn::tk_fwd'").rows()}
         assert {call_id for call_id, *_ in calls} == op_ids
         for call_id, *_ in calls:
-            ops = trace.sql(
-                f"""SELECT c.name, s.stage FROM cpu_stages s JOIN cpu_slices c USING (id)
-                    LEFT JOIN cpu_slices p ON p.id = c.parent_id
-                    WHERE s.call_id = {call_id} AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'
-                    ORDER BY c.ts_ns"""
-            ).rows()
+            ops = _top_ops(trace, call_id)
             assert ops == [
                 *[("aten::linear", "qkv_proj"), ("aten::view", "layout")] * 3,
                 ("flash_attn::tk_fwd", "fused_attention"),
@@ -489,12 +491,7 @@ def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construc
         calls = trace.sql("SELECT call_id, call_source, impl FROM attention_calls ORDER BY ts_ns").rows()
         assert [(source, impl) for _, source, impl in calls] == [("op", "paged")] * 2
         for call_id, *_ in calls:
-            ops = trace.sql(
-                f"""SELECT c.name, s.stage FROM cpu_stages s JOIN cpu_slices c USING (id)
-                    LEFT JOIN cpu_slices p ON p.id = c.parent_id
-                    WHERE s.call_id = {call_id} AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'
-                    ORDER BY c.ts_ns"""
-            ).rows()
+            ops = _top_ops(trace, call_id)
             qkv = [("aten::linear", "qkv_proj")]
             if fp8:
                 qkv = [("tk_vllm::cutlass_scaled_mm", "qkv_proj")]  # (its input's quantization stays out)
