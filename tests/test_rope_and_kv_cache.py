@@ -261,7 +261,8 @@ def _outer_call_ops(trace) -> Counter:
 
 def _tiny_model(family: str, attn: str = "eager"):
     """A tiny random Hugging Face model with ``attn`` attention (eager or sdpa): Llama (RoPE), GPT-NeoX
-    (fused QKV, partial RoPE), BERT (bias, scale by div) or GPT-2 (fused c_attn: Conv1D's addmm, then split)."""
+    (fused QKV, partial RoPE), Qwen3 (per-head q/k RMSNorm, grouped KV heads), BERT (bias, scale by
+    div) or GPT-2 (fused c_attn: Conv1D's addmm, then split)."""
     transformers = pytest.importorskip("transformers")
     from synthetic import tiny_llama
 
@@ -278,6 +279,9 @@ def _tiny_model(family: str, attn: str = "eager"):
     if family == "neox":  # a partial rotary: a quarter of each head rotates, by [B, S, D/4] cos/sin tables
         config = transformers.GPTNeoXConfig(**tiny, rotary_pct=0.25)
         return transformers.GPTNeoXForCausalLM._from_config(config, attn_implementation=attn).eval()
+    if family == "qwen3":  # RMSNorm of q and k per head (q_norm, k_norm), 2 KV heads
+        config = transformers.Qwen3Config(**tiny, num_key_value_heads=2, head_dim=8)
+        return transformers.Qwen3ForCausalLM._from_config(config, attn_implementation=attn).eval()
     if family == "bert":
         return transformers.BertModel._from_config(transformers.BertConfig(**tiny), attn_implementation=attn).eval()
     config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
@@ -290,14 +294,14 @@ _COMPUTE = ("aten::linear", "aten::addmm", "aten::matmul", "aten::softmax", "ate
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
-@pytest.mark.parametrize("family", ["llama", "neox", "bert", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "neox", "qwen3", "bert", "gpt2"])
 @pytest.mark.parametrize("shapes", [True, False], ids=["record_shapes", "no_shapes"])
 def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family, shapes, attn):
     """A tiny random Hugging Face model recorded twice, labelled by the capture module and bare (no
     labels, no Python stacks). Bare, the call is what op order shows: the eager pattern (matmul ->
     softmax -> matmul) or the SDPA op. With shapes, either widens to the attention block, so every op
     the labels put in a call is in one with the same stage (q/k/v projections, their reshapes, the
-    rotary embedding, the core, the output projection); for Llama and GPT-NeoX every op, for BERT and GPT-2
+    rotary embedding, the core, the output projection); for Llama, GPT-NeoX and Qwen3 every op, for BERT and GPT-2
     every computing op (BERT's attention module also holds the residual add and LayerNorm after its
     output projection, which the bare block leaves out). Without shapes the call stays the core."""
     from tracekit import capture
@@ -319,7 +323,7 @@ def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family
     core = {"qk_matmul", "softmax", "pv_matmul"} if attn == "eager" else set()
     assert {"qkv_proj", "out_proj"} | core <= {stage for _, stage in labelled}
     if shapes:
-        if family in ("llama", "neox"):
+        if family in ("llama", "neox", "qwen3"):
             assert "rope" in {stage for _, stage in labelled}
             assert bare == labelled
         else:

@@ -204,7 +204,8 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
 
     With recorded shapes, each sibling within ``BLOCK_BEFORE`` / ``BLOCK_AFTER`` ops is a head op
     (``B``: a tensor of 3 or more dims whose last is the head dim D or D/2 (rotate_half's halves,
-    the cos/sin tables), or a 4-D ``[B, H, S, *]`` / ``[B, S, H, *]``, or a partial rotary's ``[B, S, r]`` table (r even,
+    the cos/sin tables), or a 4-D ``[B, H, S, *]`` / ``[B, S, H, *]`` where H may be any divisor of the query's heads (grouped
+    KV heads: Qwen3's k_norm statistics ``[B, S, Hkv, 1]``), or a partial rotary's ``[B, S, r]`` table (r even,
     below D: GPT-NeoX's ``rotary_pct``), or an op a rule names a rotary
     embedding or KV-cache write, ``NAMED_HEAD_STAGES``, whose ``[T, H * D]`` rows show no head dim), a projection (``P``:
     linear / addmm / mm with out features a multiple of D), a reshape of heads (``G``: view,
@@ -268,7 +269,8 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                         WHEN named IN {NAMED_HEAD_STAGES} THEN 'B'
                         WHEN len(list_filter(shapes, lambda s: len(s) >= 3 AND (s[-1] = d OR 2 * s[-1] = d)
                                  OR len(s) = 4 AND qrank = 4 AND s[1] IN (qb, 1)
-                                    AND (s[2] = qh AND s[3] IN (sq, skv) OR s[2] IN (sq, skv) AND s[3] = qh)
+                                    AND (s[2] > 0 AND qh % s[2] = 0 AND s[3] IN (sq, skv)
+                                         OR s[2] IN (sq, skv) AND s[3] > 0 AND qh % s[3] = 0)
                                  -- a partial rotary's cos/sin table: [B, S, r], r even and below D
                                  OR len(s) = 3 AND s[2] IN (sq, skv) AND s[3] > 0 AND s[3] < d AND s[3] % 2 = 0)) > 0
                              THEN 'B'
