@@ -261,8 +261,9 @@ def _outer_call_ops(trace) -> Counter:
 
 def _tiny_model(family: str, attn: str = "eager"):
     """A tiny random Hugging Face model with ``attn`` attention (eager or sdpa): Llama (RoPE), GPT-NeoX
-    (fused QKV, partial RoPE), Qwen3 (per-head q/k RMSNorm, grouped KV heads), BERT (bias, scale by
-    div) or GPT-2 (fused c_attn: Conv1D's addmm, then split)."""
+    (fused QKV, partial RoPE), Qwen3 (per-head q/k RMSNorm, grouped KV heads), Phi-3 (fused QKV,
+    sliced), OPT (q pre-scaled), Falcon (x @ W.T), BERT (bias, scale by div) or GPT-2 (fused c_attn:
+    Conv1D's addmm, then split)."""
     transformers = pytest.importorskip("transformers")
     from synthetic import tiny_llama
 
@@ -282,6 +283,24 @@ def _tiny_model(family: str, attn: str = "eager"):
     if family == "qwen3":  # RMSNorm of q and k per head (q_norm, k_norm), 2 KV heads
         config = transformers.Qwen3Config(**tiny, num_key_value_heads=2, head_dim=8)
         return transformers.Qwen3ForCausalLM._from_config(config, attn_implementation=attn).eval()
+    if family == "phi3":  # one fused qkv_proj, sliced into q, k, v
+        config = transformers.Phi3Config(**tiny, num_key_value_heads=2, pad_token_id=0, eos_token_id=0, bos_token_id=0)
+        return transformers.Phi3ForCausalLM._from_config(config, attn_implementation=attn).eval()
+    if family == "opt":  # q scaled right after its projection
+        config = transformers.OPTConfig(
+            vocab_size=64,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            ffn_dim=64,
+            word_embed_proj_dim=32,
+        )
+        return transformers.OPTForCausalLM._from_config(config, attn_implementation=attn).eval()
+    if family == "falcon":  # its linear layers are x @ W.T (matmul, numpy_T); one KV head
+        config = transformers.FalconConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, new_decoder_architecture=False
+        )
+        return transformers.FalconForCausalLM._from_config(config, attn_implementation=attn).eval()
     if family == "bert":
         return transformers.BertModel._from_config(transformers.BertConfig(**tiny), attn_implementation=attn).eval()
     config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
@@ -294,16 +313,17 @@ _COMPUTE = ("aten::linear", "aten::addmm", "aten::matmul", "aten::softmax", "ate
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
-@pytest.mark.parametrize("family", ["llama", "neox", "qwen3", "bert", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "neox", "qwen3", "phi3", "opt", "falcon", "bert", "gpt2"])
 @pytest.mark.parametrize("shapes", [True, False], ids=["record_shapes", "no_shapes"])
 def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family, shapes, attn):
     """A tiny random Hugging Face model recorded twice, labelled by the capture module and bare (no
     labels, no Python stacks). Bare, the call is what op order shows: the eager pattern (matmul ->
     softmax -> matmul) or the SDPA op. With shapes, either widens to the attention block, so every op
     the labels put in a call is in one with the same stage (q/k/v projections, their reshapes, the
-    rotary embedding, the core, the output projection); for Llama, GPT-NeoX and Qwen3 every op, for BERT and GPT-2
-    every computing op (BERT's attention module also holds the residual add and LayerNorm after its
-    output projection, which the bare block leaves out). Without shapes the call stays the core."""
+    rotary embedding, the core, the output projection); for Llama, GPT-NeoX, Qwen3, Phi-3 and OPT every
+    op, for Falcon, BERT and GPT-2 every computing op (BERT's attention module also holds the residual
+    add and LayerNorm after its output projection, which the bare block leaves out; Falcon's weight
+    transposes, numpy_T, launch nothing). Without shapes the call stays the core."""
     from tracekit import capture
 
     model = _tiny_model(family, attn)
@@ -323,8 +343,8 @@ def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family
     core = {"qk_matmul", "softmax", "pv_matmul"} if attn == "eager" else set()
     assert {"qkv_proj", "out_proj"} | core <= {stage for _, stage in labelled}
     if shapes:
-        if family in ("llama", "neox", "qwen3"):
-            assert "rope" in {stage for _, stage in labelled}
+        if family in ("llama", "neox", "qwen3", "phi3", "opt"):
+            assert ("rope" in {stage for _, stage in labelled}) is (family != "opt")
             assert bare == labelled
         else:
             compute = Counter({k: n for k, n in labelled.items() if k[0] in _COMPUTE})

@@ -215,7 +215,7 @@ def resolve(stage: str, pos: str, anchor: str, positional: str, nested: str = "f
 
     ``matmul`` is qk_matmul before the call's softmax and pv_matmul after it
     (without a softmax: the first matmul is QK^T); ``proj`` is qkv_proj before
-    the call's core and out_proj after it; ``norm`` is pre_norm before the
+    the call's first product or fused op (its core when it has neither) and out_proj after it; ``norm`` is pre_norm before the
     call's first projection, qk_norm between the projections and the core,
     and out_proj after the core (the output block's norm). When
     ``positional`` holds (a generic op or module decided, not a label),
@@ -240,8 +240,10 @@ def resolve(stage: str, pos: str, anchor: str, positional: str, nested: str = "f
                  THEN CASE WHEN {pos} < {a}.softmax_pos THEN 'qk_matmul' ELSE 'pv_matmul' END
                  WHEN {a}.first_matmul_pos IS NULL OR {pos} <= {a}.first_matmul_pos THEN 'qk_matmul'
                  ELSE 'pv_matmul' END
+        -- Before the core's first product (or fused op): a pre-scale of q (OPT, BART) comes between the projections.
         WHEN 'proj' THEN
-            CASE WHEN {a}.core_pos IS NULL OR {pos} < {a}.core_pos THEN 'qkv_proj' ELSE 'out_proj' END
+            CASE WHEN coalesce({a}.product_pos, {a}.core_pos) IS NULL OR {pos} < coalesce({a}.product_pos, {a}.core_pos)
+                 THEN 'qkv_proj' ELSE 'out_proj' END
         WHEN 'norm' THEN
             CASE WHEN {a}.core_end_pos IS NOT NULL AND {pos} > {a}.core_end_pos THEN 'out_proj'
                  WHEN {a}.first_proj_pos IS NOT NULL AND {pos} > {a}.first_proj_pos THEN 'qk_norm'
@@ -264,6 +266,9 @@ def resolve(stage: str, pos: str, anchor: str, positional: str, nested: str = "f
 # The dim is the op's second argument either way; a trace without shapes cannot tell, and keeps layout.
 _SEQ_APPEND = """TRY_CAST(s.concrete_inputs->>'$[1]' AS INTEGER) IN (2, -2)
                  AND regexp_matches(s.input_dims::VARCHAR, '\\[-?\\d+,-?\\d+,-?\\d+,-?\\d+\\]')"""
+# A product of activations (3+ dims) and a 2-D weight: a linear layer written as x @ W.T (Falcon).
+_WEIGHT_PRODUCT = """s.name = 'aten::matmul' AND json_array_length(s.input_dims->'$[0]') >= 3
+                     AND json_array_length(s.input_dims->'$[1]') = 2"""
 # Recorded inputs, none of them a tensor of 3 or more dimensions: not q or k (a KV cache's position
 # arithmetic, StaticCache's cache_position + 1). NULL without shapes.
 _LOW_RANK = "NOT regexp_matches(s.input_dims::VARCHAR, '\\[-?\\d+,-?\\d+,-?\\d+')"
@@ -313,10 +318,10 @@ def _cpu_stages(con, kind: str) -> None:
            FROM _xm x JOIN _marked m ON m.mkey = x.mkey WHERE m.is_call GROUP BY x.x"""
     )
     # What the position rules need of an op's arguments, for the ops in calls they may resolve.
-    ops = ", ".join(map(literal, ("concat", *_ROPE_OPS)))
+    ops = ", ".join(map(literal, ("concat", "matmul", *_ROPE_OPS)))
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _op_facts AS
-            SELECT s.id, {_SEQ_APPEND} AS appends, {_LOW_RANK} AS low_rank
+            SELECT s.id, {_SEQ_APPEND} AS appends, {_LOW_RANK} AS low_rank, {_WEIGHT_PRODUCT} AS weight_product
             FROM cpu_slices s
             WHERE s.id IN (SELECT id FROM _marked WHERE stage IN ({ops}) AND id IN (SELECT x FROM _xcall))"""
     )
@@ -344,7 +349,10 @@ def _cpu_stages(con, kind: str) -> None:
         """CREATE OR REPLACE TEMP TABLE _xstage AS
            SELECT x.x, x.call_id, x.in_call_op,
                   CASE WHEN m.rowid IS NOT NULL
-                       THEN struct_pack(stage := m.stage, decider := m.id, pos := m.pos, rule := m.rule,
+                       -- x @ W.T (Falcon's linear) is a projection, not one of the core's products.
+                       THEN struct_pack(stage := CASE WHEN m.stage = 'matmul' AND f.weight_product THEN 'proj'
+                                                      ELSE m.stage END,
+                                        decider := m.id, pos := m.pos, rule := m.rule,
                                         appends := f.appends, low_rank := f.low_rank) END AS d,
                   CASE WHEN by_label IS NOT NULL THEN 'label'
                        WHEN by_module IS NOT NULL THEN 'module'

@@ -39,7 +39,7 @@ UNSHAPED_GAP = 3
 # How far from the core a block's projections, rotary embedding and KV-cache update may sit (``_block``).
 BLOCK_BEFORE = 64
 BLOCK_AFTER = 16
-HEAD_RESHAPE = r"^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_sizes|chunk|unbind|contiguous|permute|transpose|t|clone|expand|unsqueeze|squeeze)$"
+HEAD_RESHAPE = r"^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_sizes|chunk|unbind|slice|narrow|select|contiguous|permute|transpose|t|numpy_T|mT|clone|expand|unsqueeze|squeeze)$"
 RULE = "eager: matmul -> softmax -> matmul"
 # GEMMs whose output tensor is their first argument (its last dim: the out features).
 OUT_FIRST_GEMM = r"(?i)(^|::)cutlass_scaled_mm$"
@@ -199,23 +199,32 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _block(con: duckdb.DuckDBPyConnection) -> None:
-    """Widen each shaped pattern of ``_eager_found`` to its attention block: the sibling ops right
-    before the QK^T product and right after the PV product that work on the heads.
+    """Widen each shaped core to its attention block: an eager pattern of ``_eager_found`` (QK^T to
+    PV) or a call op of ``_op_core`` (itself), by the sibling ops right before and right after it
+    that work on the heads.
 
-    With recorded shapes, each sibling within ``BLOCK_BEFORE`` / ``BLOCK_AFTER`` ops is a head op
-    (``B``: a tensor of 3 or more dims whose last is the head dim D or D/2 (rotate_half's halves,
-    the cos/sin tables), or a 4-D ``[B, H, S, *]`` / ``[B, S, H, *]`` where H may be any divisor of the query's heads (grouped
-    KV heads: Qwen3's k_norm statistics ``[B, S, Hkv, 1]``), or a partial rotary's ``[B, S, r]`` table (r even,
-    below D: GPT-NeoX's ``rotary_pct``), or an op a rule names a rotary
-    embedding or KV-cache write, ``NAMED_HEAD_STAGES``, whose ``[T, H * D]`` rows show no head dim), a projection (``P``:
-    linear / addmm / mm with out features a multiple of D), a reshape of heads (``G``: view,
-    reshape, split, transpose, ... of a tensor whose last dim is a multiple of D), an op on no
-    tensor of 2 or more dims (``N``: empty, to, detach of scalars) or anything else (``X``: a norm,
-    a residual add, an MLP op). The block starts at the first P or B after the last X before the
-    core (Hugging Face Llama: q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache
-    cat) and ends at the first projection after the core when no X comes before it (o_proj), else
-    at the last head op. It never reaches into the neighbouring pattern's block. Without shapes
-    (or with an einsum, whose head dim is not read) the pattern stays product to product. Inside
+    With recorded shapes and the core's head dim D, each sibling within ``BLOCK_BEFORE`` /
+    ``BLOCK_AFTER`` ops is one of:
+
+    - ``P``, a projection: linear / addmm / mm / _scaled_mm, x @ W.T (a matmul with a 2-D right
+      operand) or an output-first GEMM (``OUT_FIRST_GEMM``), with out features a multiple of D;
+    - ``B``, a head op: a tensor of 3+ dims whose last is D or D/2 (q, k, v, rotate_half's halves,
+      the cos/sin tables); a 4-D ``[B, H, S, *]`` / ``[B, S, H, *]`` whose H divides the query's
+      heads (grouped KV heads: Qwen3's k_norm statistics ``[B, S, Hkv, 1]``); a partial rotary's
+      ``[B, S, r]`` table (r even, below D); or an op a rule names rope or kv_cache
+      (``NAMED_HEAD_STAGES``: vLLM's ``[T, H * D]`` rows show no head dim);
+    - ``G``, a reshape of heads (``HEAD_RESHAPE``: view, split, slice, transpose, ... of a tensor
+      whose last dim is a multiple of D);
+    - ``N``, neither end nor start: an op on no tensor of 2+ dims (empty, scalar casts), a
+      quantization (``CONVERSION``) or a constant multiple of a ``[.., n * D]`` tensor (OPT's q
+      pre-scale);
+    - ``X``, anything else (a norm, a residual add, an MLP op).
+
+    The block starts at the first P or B after the last X before the core (Hugging Face Llama:
+    q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat) and ends at the
+    first projection after the core when no X comes before it (o_proj), else at the last head op.
+    It never reaches into a neighbouring core's block. Without shapes (or with an einsum, whose
+    head dim is not read) an eager pattern stays product to product and a call op itself. Inside
     the block the op rules and positions give qkv_proj, rope, kv_cache, layout and out_proj as in a
     labelled call."""
     shapes = (
@@ -225,6 +234,9 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
     out = f"""CASE WHEN b.name = 'aten::linear' THEN TRY_CAST(b.input_dims->>'$[1][0]' AS BIGINT)
                    WHEN b.name = 'aten::addmm' THEN TRY_CAST(b.input_dims->>'$[2][1]' AS BIGINT)
                    WHEN b.name IN ('aten::mm', 'aten::_scaled_mm') THEN TRY_CAST(b.input_dims->>'$[1][1]' AS BIGINT)
+                   -- x @ W.T (Falcon's linear): a matmul whose right operand is a 2-D weight.
+                   WHEN b.name = 'aten::matmul' AND json_array_length(b.input_dims->'$[1]') = 2
+                        THEN TRY_CAST(b.input_dims->>'$[1][1]' AS BIGINT)
                    -- vLLM's cutlass_scaled_mm(out, a, b, ...): the output [T, N] comes first.
                    WHEN regexp_matches(b.name, '{OUT_FIRST_GEMM}') THEN TRY_CAST(b.input_dims->>'$[0][#-1]' AS BIGINT)
               END"""
@@ -279,6 +291,10 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                         WHEN len(list_filter(shapes, lambda s: len(s) >= 2)) = 0 THEN 'N'
                         -- A value conversion (fp8 quantization of q before the attention op) is neither.
                         WHEN regexp_matches(name, '{CONVERSION}') THEN 'N'
+                        -- q scaled by a constant right after its projection (OPT, BART): [B, S, n * D] times a scalar.
+                        WHEN regexp_matches(name, '^aten::(mul|div)_?$') AND json_array_length(input_dims) >= 2
+                             AND json_array_length(input_dims->'$[1]') = 0
+                             AND len(list_filter(shapes, lambda s: len(s) >= 2 AND s[-1] % d = 0)) > 0 THEN 'N'
                         ELSE 'X' END AS cls
             FROM rows"""
     )
