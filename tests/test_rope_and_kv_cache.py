@@ -531,3 +531,34 @@ def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construc
                 ("aten::view", "layout"),
                 ("aten::linear", "out_proj"),
             ]
+
+
+class _FirstDecodeStep(torch.nn.Module):
+    """q/k/v projections, a KV cache that is still empty (``[B, H, 0, D]``: the first step of
+    generation) appended to along the sequence axis, SDPA, the output projection."""
+
+    def __init__(self, hidden: int = 32, heads: int = 4):
+        super().__init__()
+        self.heads, self.d = heads, hidden // heads
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(hidden, hidden) for _ in range(4))
+
+    def forward(self, x):
+        b, s, hidden = x.shape
+        q, k, v = (p(x).view(b, s, self.heads, self.d).transpose(1, 2) for p in (self.q, self.k, self.v))
+        empty = torch.zeros(b, self.heads, 0, self.d)
+        k, v = torch.cat([empty, k], dim=2), torch.cat([empty, v], dim=2)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.o(out.transpose(1, 2).reshape(b, s, hidden))
+
+
+def test_a_zero_sized_dim_beside_a_call_op_is_read_by_construction(tmp_path):
+    """An empty KV cache's ``[B, H, 0, D]`` among the siblings of a bare SDPA op: its dims are read
+    (no division by its zero) and the append is the call's kv_cache, inside the widened block."""
+    with _record(tmp_path, "first_step", _FirstDecodeStep().eval(), torch.randn(2, 16, 32)) as trace:
+        ((call_id,),) = trace.sql("SELECT call_id FROM attention_calls").rows()
+        ops = _top_ops(trace, call_id)
+    assert [op for op in ops if op[0] in ("aten::linear", "aten::cat")] == [
+        *[("aten::linear", "qkv_proj")] * 3,
+        *[("aten::cat", "kv_cache")] * 2,
+        ("aten::linear", "out_proj"),
+    ]

@@ -281,8 +281,9 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                         WHEN named IN {NAMED_HEAD_STAGES} THEN 'B'
                         WHEN len(list_filter(shapes, lambda s: len(s) >= 3 AND (s[-1] = d OR 2 * s[-1] = d)
                                  OR len(s) = 4 AND qrank = 4 AND s[1] IN (qb, 1)
-                                    AND (s[2] > 0 AND qh % s[2] = 0 AND s[3] IN (sq, skv)
-                                         OR s[2] IN (sq, skv) AND s[3] > 0 AND qh % s[3] = 0)
+                                    -- (CASE, not AND: DuckDB evaluates both sides, and a 0 dim, an empty KV cache, divides by zero)
+                                    AND (CASE WHEN s[2] > 0 THEN qh % s[2] = 0 END AND s[3] IN (sq, skv)
+                                         OR s[2] IN (sq, skv) AND CASE WHEN s[3] > 0 THEN qh % s[3] = 0 END)
                                  -- a partial rotary's cos/sin table: [B, S, r], r even and below D
                                  OR len(s) = 3 AND s[2] IN (sq, skv) AND s[3] > 0 AND s[3] < d AND s[3] % 2 = 0)) > 0
                              THEN 'B'
