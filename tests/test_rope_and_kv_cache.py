@@ -287,19 +287,10 @@ def _tiny_model(family: str, attn: str = "eager"):
         config = transformers.Phi3Config(**tiny, num_key_value_heads=2, pad_token_id=0, eos_token_id=0, bos_token_id=0)
         return transformers.Phi3ForCausalLM._from_config(config, attn_implementation=attn).eval()
     if family == "opt":  # q scaled right after its projection
-        config = transformers.OPTConfig(
-            vocab_size=64,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            ffn_dim=64,
-            word_embed_proj_dim=32,
-        )
+        config = transformers.OPTConfig(**tiny, ffn_dim=64, word_embed_proj_dim=32)
         return transformers.OPTForCausalLM._from_config(config, attn_implementation=attn).eval()
     if family == "falcon":  # its linear layers are x @ W.T (matmul, numpy_T); one KV head
-        config = transformers.FalconConfig(
-            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, new_decoder_architecture=False
-        )
+        config = transformers.FalconConfig(**tiny, new_decoder_architecture=False)
         return transformers.FalconForCausalLM._from_config(config, attn_implementation=attn).eval()
     if family == "bert":
         return transformers.BertModel._from_config(transformers.BertConfig(**tiny), attn_implementation=attn).eval()
