@@ -215,8 +215,8 @@ def resolve(stage: str, pos: str, anchor: str, positional: str, nested: str = "f
 
     ``matmul`` is qk_matmul before the call's softmax and pv_matmul after it
     (without a softmax: the first matmul is QK^T); ``proj`` is qkv_proj before
-    the call's first product or fused op (its core when it has neither) and out_proj after it; ``norm`` is pre_norm before the
-    call's first projection, qk_norm between the projections and the core,
+    the call's first product or fused op (its core when it has neither) and out_proj after
+    it; ``norm`` is pre_norm before the call's first projection, qk_norm between the projections and the core,
     and out_proj after the core (the output block's norm). When
     ``positional`` holds (a generic op or module decided, not a label),
     scale/mask/dropout ops after the core belong to the output block
@@ -266,9 +266,6 @@ def resolve(stage: str, pos: str, anchor: str, positional: str, nested: str = "f
 # The dim is the op's second argument either way; a trace without shapes cannot tell, and keeps layout.
 _SEQ_APPEND = """TRY_CAST(s.concrete_inputs->>'$[1]' AS INTEGER) IN (2, -2)
                  AND regexp_matches(s.input_dims::VARCHAR, '\\[-?\\d+,-?\\d+,-?\\d+,-?\\d+\\]')"""
-# A product of activations (3+ dims) and a 2-D weight: a linear layer written as x @ W.T (Falcon).
-_WEIGHT_PRODUCT = """s.name = 'aten::matmul' AND json_array_length(s.input_dims->'$[0]') >= 3
-                     AND json_array_length(s.input_dims->'$[1]') = 2"""
 # Recorded inputs, none of them a tensor of 3 or more dimensions: not q or k (a KV cache's position
 # arithmetic, StaticCache's cache_position + 1). NULL without shapes.
 _LOW_RANK = "NOT regexp_matches(s.input_dims::VARCHAR, '\\[-?\\d+,-?\\d+,-?\\d+')"
@@ -321,7 +318,7 @@ def _cpu_stages(con, kind: str) -> None:
     ops = ", ".join(map(literal, ("concat", "matmul", *_ROPE_OPS)))
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _op_facts AS
-            SELECT s.id, {_SEQ_APPEND} AS appends, {_LOW_RANK} AS low_rank, {_WEIGHT_PRODUCT} AS weight_product
+            SELECT s.id, {_SEQ_APPEND} AS appends, {_LOW_RANK} AS low_rank, {eager.weight_product("s")} AS weight_product
             FROM cpu_slices s
             WHERE s.id IN (SELECT id FROM _marked WHERE stage IN ({ops}) AND id IN (SELECT x FROM _xcall))"""
     )
@@ -495,19 +492,18 @@ def _attention_calls(con, kind: str) -> None:
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _call_def AS
            SELECT m.id, s.trace_id, s.name AS op, CASE s.kind WHEN 'user_annotation' THEN 'label' ELSE 'op' END
-                      AS call_source, s.ts_ns, s.dur_ns, m.impl
-           FROM _marked m JOIN cpu_slices s USING (id) WHERE m.is_call AND m.kind IN ('user_annotation', 'cpu_op')
+                      AS call_source,
+                  -- A call op widened to its block (eager.find's 'block' mark) spans the block, as a labelled call does.
+                  coalesce(b.ts_ns, s.ts_ns) AS ts_ns, coalesce(b.end_ns - b.ts_ns, s.dur_ns) AS dur_ns, m.impl
+           FROM _marked m JOIN cpu_slices s USING (id)
+           LEFT JOIN _eager_marks b ON b.kind = 'block' AND b.id = m.id
+           WHERE m.is_call AND m.kind IN ('user_annotation', 'cpu_op')
            UNION ALL
            SELECT m.id, m.trace_id, f.name, 'module', m.ts_ns, m.end_ns - m.ts_ns, m.impl
            FROM _scope_marks m JOIN python_functions f USING (id) WHERE m.is_call
            UNION ALL
            SELECT e.id, s.trace_id, e.op, 'eager', e.ts_ns, e.end_ns - e.ts_ns, e.impl
            FROM _eager_marks e JOIN cpu_slices s USING (id) WHERE e.kind = 'eager'"""
-    )
-    # A call op widened to its block (eager.find's 'block' marks) spans the block, as a labelled call does.
-    con.execute(
-        """UPDATE _call_def SET ts_ns = e.ts_ns, dur_ns = e.end_ns - e.ts_ns
-           FROM _eager_marks e WHERE e.kind = 'block' AND e.id = _call_def.id"""
     )
     # A backward call of its own is defined by its forward call (its nodes' span on the CPU).
     con.execute(

@@ -41,10 +41,19 @@ BLOCK_BEFORE = 64
 BLOCK_AFTER = 16
 HEAD_RESHAPE = r"^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_sizes|chunk|unbind|slice|narrow|select|contiguous|permute|transpose|t|numpy_T|mT|clone|expand|unsqueeze|squeeze)$"
 RULE = "eager: matmul -> softmax -> matmul"
+
+
+def weight_product(op: str) -> str:
+    """SQL: whether the cpu_slices row ``op`` is a linear layer written as ``x @ W.T`` (Falcon): a
+    matmul of activations with 3+ dims by a 2-D weight, a projection and not one of the core's products."""
+    return f"""({op}.name = 'aten::matmul' AND json_array_length({op}.input_dims->'$[0]') >= 3
+                AND json_array_length({op}.input_dims->'$[1]') = 2)"""
+
+
 # GEMMs whose output tensor is their first argument (its last dim: the out features).
 OUT_FIRST_GEMM = r"(?i)(^|::)cutlass_scaled_mm$"
 # Ops that convert values without changing what they are (quantization): they neither end a block nor start one.
-CONVERSION = r"(?i)quant"
+CONVERSION = r"(?i)(^|::|_)(de)?quant(ize)?(_|$)"  # static_scaled_fp8_quant, aten::quantize_per_tensor; not quantile
 # Stages whose named ops (op rules of any context) are head ops of a block, whatever their shapes.
 NAMED_HEAD_STAGES = ("rope", "kv_cache")
 BLOCK_RULE = "block: a call op widened to its projections, head reshapes, RoPE and KV cache by shape"
@@ -83,20 +92,22 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
     # of 3 or more dims: unlabelled, the call is the op alone until ``_block`` widens it.
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _op_core AS
-            SELECT m.id, s.name, s.parent_id, c.lane, {_dim("s.input_dims", 0, -1)} AS d,
-                   json_array_length(s.input_dims->'$[0]') AS qrank,
-                   {_dim("s.input_dims", 0, 0)} AS qb, {_dim("s.input_dims", 0, 1)} AS qh,
+            SELECT id, name, parent_id, lane, {_dim("dims", 0, -1)} AS d, qrank,
+                   {_dim("dims", 0, 0)} AS qb, {_dim("dims", 0, 1)} AS qh,
                    -- [B, H, S, D]'s S; a [T, H, D] query's dims do not give S.
-                   CASE WHEN json_array_length(s.input_dims->'$[0]') = 4 THEN {_dim("s.input_dims", 0, 2)} END AS sq,
-                   CASE WHEN json_array_length(s.input_dims->'$[0]') = 4 THEN {_dim("s.input_dims", 1, -2)} END AS skv
-            FROM _marked m JOIN cpu_slices s USING (id) JOIN _cpu c USING (id)
-            WHERE m.is_call AND m.kind = 'cpu_op' AND s.input_dims IS NOT NULL
-              -- A backward op's siblings are autograd's nodes, not its forward's block.
-              AND NOT regexp_matches(s.name, '_backward')
-              AND m.id NOT IN (SELECT x.x FROM _xm x JOIN _marked o ON o.mkey = x.mkey
-                               WHERE o.is_call AND o.mkey <> x.x)"""
+                   CASE WHEN qrank = 4 THEN {_dim("dims", 0, 2)} END AS sq,
+                   CASE WHEN qrank = 4 THEN {_dim("dims", 1, -2)} END AS skv
+            FROM (
+                SELECT m.id, s.name, s.parent_id, c.lane, s.input_dims AS dims,
+                       json_array_length(s.input_dims->'$[0]') AS qrank
+                FROM _marked m JOIN cpu_slices s USING (id) JOIN _cpu c USING (id)
+                WHERE m.is_call AND m.kind = 'cpu_op' AND s.input_dims IS NOT NULL
+                  -- A backward op's siblings are autograd's nodes, not its forward's block.
+                  AND NOT regexp_matches(s.name, '_backward')
+                  AND m.id NOT IN (SELECT x.x FROM _xm x JOIN _marked o ON o.mkey = x.mkey
+                                   WHERE o.is_call AND o.mkey <> x.x)
+            ) WHERE qrank >= 3 AND {_dim("dims", 0, -1)} > 0"""
     )
-    con.execute("DELETE FROM _op_core WHERE NOT coalesce(d > 0 AND qrank >= 3, false)")
     if not con.execute(  # type: ignore[index]
         "SELECT (SELECT count(*) FROM _eager_sm) + (SELECT count(*) FROM _op_core)"
     ).fetchone()[0]:
@@ -171,15 +182,9 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
     # the op on the axis, so the block's ops are in the call's context.
     con.execute(
         f"""INSERT INTO _eager_marks
-            SELECT o.id, -o.id, 'block', (a.pos - 0.5)::DOUBLE, NULL, true, NULL, 'any', 'outer', NULL,
-                   '{BLOCK_RULE}', o.name, q.lane, a.k0, z.k1, a.ts_ns, z.end_ns
-            FROM _op_core o JOIN _eager_win w ON w.qk_id = o.id
-            JOIN _eager_sib q ON q.id = o.id
-            JOIN _eager_sib a ON a.lane = q.lane AND coalesce(a.parent_id, -1) = coalesce(q.parent_id, -1)
-                              AND a.i = w.start_i
-            JOIN _eager_sib z ON z.lane = q.lane AND coalesce(z.parent_id, -1) = coalesce(q.parent_id, -1)
-                              AND z.i = w.end_i
-            WHERE w.start_i < q.i OR w.end_i > q.i"""
+            SELECT o.id, -o.id, 'block', (w.pos - 0.5)::DOUBLE, NULL, true, NULL, 'any', 'outer', NULL,
+                   '{BLOCK_RULE}', o.name, o.lane, w.k0, w.k1, w.ts_ns, w.end_ns
+            FROM _op_core o JOIN _eager_win w ON w.qk_id = o.id WHERE w.widened"""
     )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _eager_pairs AS
@@ -234,9 +239,7 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
     out = f"""CASE WHEN b.name = 'aten::linear' THEN TRY_CAST(b.input_dims->>'$[1][0]' AS BIGINT)
                    WHEN b.name = 'aten::addmm' THEN TRY_CAST(b.input_dims->>'$[2][1]' AS BIGINT)
                    WHEN b.name IN ('aten::mm', 'aten::_scaled_mm') THEN TRY_CAST(b.input_dims->>'$[1][1]' AS BIGINT)
-                   -- x @ W.T (Falcon's linear): a matmul whose right operand is a 2-D weight.
-                   WHEN b.name = 'aten::matmul' AND json_array_length(b.input_dims->'$[1]') = 2
-                        THEN TRY_CAST(b.input_dims->>'$[1][1]' AS BIGINT)
+                   WHEN {weight_product("b")} THEN TRY_CAST(b.input_dims->>'$[1][1]' AS BIGINT)
                    -- vLLM's cutlass_scaled_mm(out, a, b, ...): the output [T, N] comes first.
                    WHEN regexp_matches(b.name, '{OUT_FIRST_GEMM}') THEN TRY_CAST(b.input_dims->>'$[0][#-1]' AS BIGINT)
               END"""
@@ -287,17 +290,17 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                                  -- a partial rotary's cos/sin table: [B, S, r], r even and below D
                                  OR len(s) = 3 AND s[2] IN (sq, skv) AND s[3] > 0 AND s[3] < d AND s[3] % 2 = 0)) > 0
                              THEN 'B'
-                        WHEN regexp_matches(name, '{HEAD_RESHAPE}')
-                             AND len(list_filter(shapes, lambda s: len(s) >= 2 AND s[-1] % d = 0)) > 0 THEN 'G'
+                        WHEN regexp_matches(name, '{HEAD_RESHAPE}') AND heads_wide THEN 'G'
                         WHEN len(list_filter(shapes, lambda s: len(s) >= 2)) = 0 THEN 'N'
                         -- A value conversion (fp8 quantization of q before the attention op) is neither.
                         WHEN regexp_matches(name, '{CONVERSION}') THEN 'N'
                         -- q scaled by a constant right after its projection (OPT, BART): [B, S, n * D] times a scalar.
                         WHEN regexp_matches(name, '^aten::(mul|div)_?$') AND json_array_length(input_dims) >= 2
-                             AND json_array_length(input_dims->'$[1]') = 0
-                             AND len(list_filter(shapes, lambda s: len(s) >= 2 AND s[-1] % d = 0)) > 0 THEN 'N'
+                             AND json_array_length(input_dims->'$[1]') = 0 AND heads_wide THEN 'N'
                         ELSE 'X' END AS cls
-            FROM rows"""
+            -- A tensor of 2+ dims whose last is a multiple of D (heads side by side, or all of them).
+            FROM (SELECT *, len(list_filter(shapes, lambda s: len(s) >= 2 AND s[-1] % d = 0)) > 0 AS heads_wide
+                  FROM rows)"""
     )
     # The end first (after the core), then the start, which stays after the previous block's end.
     con.execute(
@@ -329,23 +332,28 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
            SELECT f.qk_id, coalesce(s.start_i, f.qk_i) AS start_i, coalesce(e.end_i, f.pv_i) AS end_i
            FROM _blk_core f LEFT JOIN ends e USING (qk_id) LEFT JOIN starts s USING (qk_id)"""
     )
-    # A block never reaches into the one before it on its thread.
+    # Each core's block (``_eager_win``): never into the one before it on its thread; its first and last
+    # sibling's place on the axis and times; ``widened`` when it holds more than the core.
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _eager_win AS
-           SELECT w.qk_id,
-                  greatest(w.start_i, coalesce(lag(w.end_i) OVER (PARTITION BY q.lane, q.parent_id ORDER BY q.i), -1) + 1)
-                      AS start_i, w.end_i
-           FROM _eager_ends w JOIN _eager_sib q ON q.id = w.qk_id"""
+           WITH w AS (
+               SELECT w.qk_id, f.qk_i, f.pv_i, f.lane, f.parent_id, w.end_i,
+                      greatest(w.start_i, coalesce(lag(w.end_i) OVER (PARTITION BY f.lane, f.parent_id ORDER BY f.qk_i),
+                                                   -1) + 1) AS start_i
+               FROM _eager_ends w JOIN _blk_core f USING (qk_id)
+           )
+           SELECT w.qk_id, w.start_i < w.qk_i OR w.end_i > w.pv_i AS widened,
+                  a.pos, a.k0, z.k1, a.ts_ns, z.end_ns
+           FROM w
+           JOIN _eager_sib a ON a.lane = w.lane AND coalesce(a.parent_id, -1) = coalesce(w.parent_id, -1)
+                             AND a.i = w.start_i
+           JOIN _eager_sib z ON z.lane = w.lane AND coalesce(z.parent_id, -1) = coalesce(w.parent_id, -1)
+                             AND z.i = w.end_i"""
     )
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _eager_found AS
-           SELECT f.* REPLACE (a.pos AS qk_pos, a.k0 AS k0, z.k1 AS k1, a.ts_ns AS ts_ns, z.end_ns AS end_ns)
-           FROM _eager_found f JOIN _eager_win w USING (qk_id)
-           JOIN _eager_sib q ON q.id = f.qk_id
-           JOIN _eager_sib a ON a.lane = q.lane AND coalesce(a.parent_id, -1) = coalesce(q.parent_id, -1)
-                             AND a.i = w.start_i
-           JOIN _eager_sib z ON z.lane = q.lane AND coalesce(z.parent_id, -1) = coalesce(q.parent_id, -1)
-                             AND z.i = w.end_i"""
+           SELECT f.* REPLACE (w.pos AS qk_pos, w.k0 AS k0, w.k1 AS k1, w.ts_ns AS ts_ns, w.end_ns AS end_ns)
+           FROM _eager_found f JOIN _eager_win w USING (qk_id)"""
     )
 
 
