@@ -558,17 +558,14 @@ def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
                ),
                lo AS (SELECT s.key, s.lane, x.k0 FROM s ASOF JOIN _cpu x ON s.lane = x.lane AND s.s0 <= x.k0),
                hi AS (SELECT s.key, s.lane, x.k0 FROM s ASOF JOIN _cpu x ON s.lane = x.lane AND s.s1 >= x.k0),
-               run AS (
-                   SELECT key, min(p_lo) AS p_lo, max(p_hi) AS p_hi FROM (
-                       SELECT lo.key, x.pos AS p_lo, NULL AS p_hi FROM lo JOIN _cpu x ON x.lane = lo.lane AND x.k0 = lo.k0
-                       UNION ALL
-                       SELECT hi.key, NULL, x.pos FROM hi JOIN _cpu x ON x.lane = hi.lane AND x.k0 = hi.k0
-                   ) GROUP BY key
-               ),
-               p AS (SELECT key, unnest(range(p_lo, p_hi + 1)) AS pos FROM run WHERE p_lo <= p_hi)
+               -- The ends of each run: the first slice of the lo key's ties, the last of the hi key's.
+               lo_pos AS (SELECT lo.key, min(x.pos) AS p_lo FROM lo JOIN _cpu x USING (lane, k0) GROUP BY lo.key),
+               hi_pos AS (SELECT hi.key, max(x.pos) AS p_hi FROM hi JOIN _cpu x USING (lane, k0) GROUP BY hi.key),
+               p AS (SELECT key, unnest(range(p_lo, p_hi + 1)) AS pos FROM lo_pos JOIN hi_pos USING (key) WHERE p_lo <= p_hi)
+               -- (Every slice of a run is on the span's lane and starts within it: only its end is checked.)
                SELECT x.id AS x, p.key, x.pos
                FROM p JOIN s USING (key) JOIN _cpu x USING (pos)
-               WHERE x.lane = s.lane AND x.k0 >= s.s0 AND x.k1 <= s.s1"""
+               WHERE x.k1 <= s.s1"""
 
 
 def _nest_leaves(con) -> None:
