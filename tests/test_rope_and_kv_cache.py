@@ -262,8 +262,9 @@ def _outer_call_ops(trace) -> Counter:
 def _tiny_model(family: str, attn: str = "eager"):
     """A tiny random Hugging Face model with ``attn`` attention (eager or sdpa): Llama (RoPE), GPT-NeoX
     (fused QKV, partial RoPE), Qwen3 (per-head q/k RMSNorm, grouped KV heads), Phi-3 (fused QKV,
-    sliced), OPT (q pre-scaled), Falcon (x @ W.T), BERT (bias, scale by div) or GPT-2 (fused c_attn:
-    Conv1D's addmm, then split)."""
+    sliced), OPT (q pre-scaled), Falcon (x @ W.T), GPT-J (a partial rotary that rotates interleaved
+    pairs: stack, then flatten), BERT (bias, scale by div) or GPT-2 (fused c_attn: Conv1D's addmm, then
+    split)."""
     transformers = pytest.importorskip("transformers")
     from synthetic import tiny_llama
 
@@ -292,6 +293,9 @@ def _tiny_model(family: str, attn: str = "eager"):
     if family == "falcon":  # its linear layers are x @ W.T (matmul, numpy_T); one KV head
         config = transformers.FalconConfig(**tiny, new_decoder_architecture=False)
         return transformers.FalconForCausalLM._from_config(config, attn_implementation=attn).eval()
+    if family == "gptj":  # rotate_every_two: [B, S, H, r/2, 2] pairs stacked, then flattened; r = D/2
+        config = transformers.GPTJConfig(vocab_size=64, n_embd=32, n_layer=2, n_head=4, rotary_dim=4)
+        return transformers.GPTJForCausalLM._from_config(config, attn_implementation=attn).eval()
     if family == "bert":
         return transformers.BertModel._from_config(transformers.BertConfig(**tiny), attn_implementation=attn).eval()
     config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
@@ -300,11 +304,20 @@ def _tiny_model(family: str, attn: str = "eager"):
 
 # Ops that compute (launch kernels on a GPU); views, dropout in eval and residual adds do not
 # separate the families' module boundaries from the block found by op order.
-_COMPUTE = ("aten::linear", "aten::addmm", "aten::matmul", "aten::softmax", "aten::mul", "aten::neg", "aten::cat")
+_COMPUTE = (
+    "aten::linear",
+    "aten::addmm",
+    "aten::matmul",
+    "aten::softmax",
+    "aten::mul",
+    "aten::neg",
+    "aten::cat",
+    "aten::stack",
+)
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
-@pytest.mark.parametrize("family", ["llama", "neox", "qwen3", "phi3", "opt", "falcon", "bert", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "neox", "qwen3", "phi3", "opt", "falcon", "gptj", "bert", "gpt2"])
 @pytest.mark.parametrize("shapes", [True, False], ids=["record_shapes", "no_shapes"])
 def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family, shapes, attn):
     """A tiny random Hugging Face model recorded twice, labelled by the capture module and bare (no
@@ -312,9 +325,10 @@ def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family
     softmax -> matmul) or the SDPA op. With shapes, either widens to the attention block, so every op
     the labels put in a call is in one with the same stage (q/k/v projections, their reshapes, the
     rotary embedding, the core, the output projection); for Llama, GPT-NeoX, Qwen3, Phi-3 and OPT every
-    op, for Falcon, BERT and GPT-2 every computing op (BERT's attention module also holds the residual
-    add and LayerNorm after its output projection, which the bare block leaves out; Falcon's weight
-    transposes, numpy_T, launch nothing). Without shapes the call stays the core."""
+    op, for Falcon, GPT-J, BERT and GPT-2 every computing op (BERT's attention module also holds the
+    residual add and LayerNorm after its output projection, GPT-J's and GPT-2's the residual dropout,
+    which the bare block leaves out; Falcon's weight transposes, numpy_T, launch nothing). Without
+    shapes the call stays the core."""
     from tracekit import capture
 
     model = _tiny_model(family, attn)

@@ -214,8 +214,9 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
     - ``P``, a projection: linear / addmm / mm / _scaled_mm, x @ W.T (a matmul with a 2-D right
       operand) or an output-first GEMM (``OUT_FIRST_GEMM``), with out features a multiple of D;
     - ``B``, a head op: a tensor of 3+ dims whose last is D or D/2 (q, k, v, rotate_half's halves,
-      the cos/sin tables); a 4-D ``[B, H, S, *]`` / ``[B, S, H, *]`` whose H divides the query's
-      heads (grouped KV heads: Qwen3's k_norm statistics ``[B, S, Hkv, 1]``); a partial rotary's
+      the cos/sin tables); a ``[B, H, S, ...]`` / ``[B, S, H, ...]`` of 4+ dims whose H divides the
+      query's heads (grouped KV heads: Qwen3's k_norm statistics ``[B, S, Hkv, 1]``; GPT-J's
+      interleaved rotation stacks pairs, ``[B, S, H, r / 2, 2]``); a partial rotary's
       ``[B, S, r]`` table (r even, below D); or an op a rule names rope or kv_cache
       (``NAMED_HEAD_STAGES``: vLLM's ``[T, H * D]`` rows show no head dim);
     - ``G``, a reshape of heads (``HEAD_RESHAPE``: view, split, slice, transpose, ... of a tensor
@@ -228,6 +229,8 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
     The block starts at the first P or B after the last X before the core (Hugging Face Llama:
     q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat) and ends at the
     first projection after the core when no X comes before it (o_proj), else at the last head op.
+    A residual dropout after o_proj is the layer's (GPT-NeoX, BART, ViT keep it outside their
+    attention modules, GPT-2 and GPT-J inside), and stays out.
     It never reaches into a neighbouring core's block. Without shapes (or with an einsum, whose
     head dim is not read) an eager pattern stays product to product and a call op itself. Inside
     the block the op rules and positions give qkv_proj, rope, kv_cache, layout and out_proj as in a
@@ -283,7 +286,7 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                         -- and reshape_and_cache_flash work on [T, H * D] rows: no head dim in their shapes).
                         WHEN named IN {NAMED_HEAD_STAGES} THEN 'B'
                         WHEN len(list_filter(shapes, lambda s: len(s) >= 3 AND (s[-1] = d OR 2 * s[-1] = d)
-                                 OR len(s) = 4 AND qrank = 4 AND s[1] IN (qb, 1)
+                                 OR len(s) >= 4 AND qrank = 4 AND s[1] IN (qb, 1)
                                     -- (CASE, not AND: DuckDB evaluates both sides, and a 0 dim, an empty KV cache, divides by zero)
                                     AND (CASE WHEN s[2] > 0 THEN qh % s[2] = 0 END AND s[3] IN (sq, skv)
                                          OR s[2] IN (sq, skv) AND CASE WHEN s[3] > 0 THEN qh % s[3] = 0 END)
