@@ -296,6 +296,9 @@ def _tiny_model(family: str, attn: str = "eager"):
     if family == "gptj":  # rotate_every_two: [B, S, H, r/2, 2] pairs stacked, then flattened; r = D/2
         config = transformers.GPTJConfig(vocab_size=64, n_embd=32, n_layer=2, n_head=4, rotary_dim=4)
         return transformers.GPTJForCausalLM._from_config(config, attn_implementation=attn).eval()
+    if family == "gemma3":  # per-head q/k RMSNorm, 2 KV heads: a long block (70 ops before QK^T in eager)
+        config = transformers.Gemma3TextConfig(**tiny, num_key_value_heads=2, head_dim=8)
+        return transformers.Gemma3ForCausalLM._from_config(config, attn_implementation=attn).eval()
     if family == "bert":
         return transformers.BertModel._from_config(transformers.BertConfig(**tiny), attn_implementation=attn).eval()
     config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
@@ -360,6 +363,44 @@ def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family
             assert sum(n for (_, stage), n in bare.items() if stage == "qk_matmul") == 2
         else:
             assert set(bare) == {("aten::scaled_dot_product_attention", "other")}
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_generation_steps_match_the_labelled_ones(tmp_path, family, attn):
+    """``generate``: a prefill and two decode steps (one query row, a growing KV cache), labelled and
+    bare. Every call of the bare recording holds the same ops with the same stages as its labelled
+    twin. Gemma 3 checks two things: its eager block has more than 64 ops before QK^T (q_proj and
+    its view fell outside the window), and Hugging Face's SDPA path passes its grouped-KV query as
+    ``[B, Hkv, n * S, D]``, so q_norm's ``[B, H, S, 1]`` statistics match neither the op's heads nor
+    its rows (the block started after them)."""
+    from tracekit import capture
+
+    model = _tiny_model(family, attn)
+    ids = torch.randint(0, 64, (2, 16))
+
+    def generate(x):
+        return model.generate(x, max_new_tokens=3, do_sample=False, pad_token_id=0)
+
+    def per_call(trace) -> list[list[tuple]]:
+        rows = trace.sql(
+            """SELECT list((c.name, s.stage, CAST(c.input_dims AS VARCHAR)) ORDER BY c.ts_ns)
+               FROM cpu_stages s JOIN cpu_slices c USING (id) LEFT JOIN cpu_slices p ON p.id = c.parent_id
+               WHERE s.call_id IS NOT NULL AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'
+               GROUP BY s.call_id ORDER BY min(c.ts_ns)"""
+        ).rows()
+        return [[tuple(op.values()) for op in ops] for (ops,) in rows]
+
+    handle = capture.label_modules(model)
+    with _record(tmp_path, "labelled", generate, ids) as trace:
+        labelled = per_call(trace)
+    handle.remove()
+    with _record(tmp_path, "bare", generate, ids) as trace:
+        bare = per_call(trace)
+    assert len(labelled) == 6  # 2 layers x (prefill + 2 decode steps)
+    decode = labelled[-1]
+    assert ("aten::linear", "qkv_proj") in {op[:2] for op in decode} and "[[2,1,32]" in decode[0][2]
+    assert bare == labelled
 
 
 def _top_ops(trace, call_id: int) -> list[tuple[str, str]]:

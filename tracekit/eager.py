@@ -37,7 +37,7 @@ MAX_GAP_BEFORE = 32
 MAX_GAP_AFTER = 8
 UNSHAPED_GAP = 3
 # How far from the core a block's projections, rotary embedding and KV-cache update may sit (``_block``).
-BLOCK_BEFORE = 64
+BLOCK_BEFORE = 128
 BLOCK_AFTER = 16
 HEAD_RESHAPE = r"^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_sizes|chunk|unbind|slice|narrow|select|contiguous|permute|transpose|t|numpy_T|mT|clone|expand|unsqueeze|squeeze)$"
 RULE = "eager: matmul -> softmax -> matmul"
@@ -216,7 +216,9 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
     - ``B``, a head op: a tensor of 3+ dims whose last is D or D/2 (q, k, v, rotate_half's halves,
       the cos/sin tables); a ``[B, H, S, ...]`` / ``[B, S, H, ...]`` of 4+ dims whose H divides the
       query's heads (grouped KV heads: Qwen3's k_norm statistics ``[B, S, Hkv, 1]``; GPT-J's
-      interleaved rotation stacks pairs, ``[B, S, H, r / 2, 2]``); a partial rotary's
+      interleaved rotation stacks pairs, ``[B, S, H, r / 2, 2]``) or whose H * S is the query's
+      (Hugging Face's SDPA path for grouped KV heads may pass q as ``[B, Hkv, n * S, D]``: Gemma 3's
+      q_norm statistics ``[B, H, S, 1]`` then match neither H nor S); a partial rotary's
       ``[B, S, r]`` table (r even, below D); or an op a rule names rope or kv_cache
       (``NAMED_HEAD_STAGES``: vLLM's ``[T, H * D]`` rows show no head dim);
     - ``G``, a reshape of heads (``HEAD_RESHAPE``: view, split, slice, transpose, ... of a tensor
@@ -289,7 +291,9 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                                  OR len(s) >= 4 AND qrank = 4 AND s[1] IN (qb, 1)
                                     -- (CASE, not AND: DuckDB evaluates both sides, and a 0 dim, an empty KV cache, divides by zero)
                                     AND (CASE WHEN s[2] > 0 THEN qh % s[2] = 0 END AND s[3] IN (sq, skv)
-                                         OR s[2] IN (sq, skv) AND CASE WHEN s[3] > 0 THEN qh % s[3] = 0 END)
+                                         OR s[2] IN (sq, skv) AND CASE WHEN s[3] > 0 THEN qh % s[3] = 0 END
+                                         -- heads folded into the op's rows (GQA by reshape: q as [B, Hkv, n * S, D])
+                                         OR s[2] * s[3] = qh * sq)
                                  -- a partial rotary's cos/sin table: [B, S, r], r even and below D
                                  OR len(s) = 3 AND s[2] IN (sq, skv) AND s[3] > 0 AND s[3] < d AND s[3] % 2 = 0)) > 0
                              THEN 'B'
