@@ -485,9 +485,9 @@ class _ServingBlock(torch.nn.Module):
     ``fp8``: the QKV projection is a ``cutlass_scaled_mm(out, a, b)`` op (output first) on quantized
     input, and q is quantized again before the attention op (as vLLM's fp8 attention does)."""
 
-    def __init__(self, fp8: bool, hidden: int = 32, heads: int = 4):
+    def __init__(self, fp8: bool, hidden: int = 32, heads: int = 4, tp: bool = False):
         super().__init__()
-        self.fp8, self.heads, self.d, self.hidden = fp8, heads, hidden // heads, hidden
+        self.fp8, self.heads, self.d, self.hidden, self.tp = fp8, heads, hidden // heads, hidden, tp
         self.norm, self.o = torch.nn.LayerNorm(hidden), torch.nn.Linear(hidden, hidden)
         self.qkv = torch.nn.Linear(hidden, 3 * hidden)
         self.up, self.down = torch.nn.Linear(hidden, 4 * hidden), torch.nn.Linear(4 * hidden, hidden)
@@ -508,8 +508,9 @@ class _ServingBlock(torch.nn.Module):
             q = ops.static_scaled_fp8_quant(q)
         heads = (t, self.heads, self.d)
         out = torch.ops.vllm.unified_attention_tk(q.view(heads), k.view(heads), v.view(heads))
-        x = x + self.o(out.view(t, self.hidden))
-        return x + self.down(torch.relu(self.up(x)))
+        reduce = ops.all_reduce if self.tp else (lambda y: y)  # the row-parallel layers' all-reduce
+        x = x + reduce(self.o(out.view(t, self.hidden)))
+        return x + reduce(self.down(torch.relu(self.up(x))))
 
 
 def _rotate(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
@@ -519,7 +520,7 @@ def _rotate(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
 @pytest.fixture(scope="module")
 def serving_ops():
     """vLLM-like custom ops: ``tk_vllm::rotary_embedding``, ``reshape_and_cache_flash``,
-    ``static_scaled_fp8_quant`` (a stand-in: a copy), ``cutlass_scaled_mm`` and
+    ``static_scaled_fp8_quant`` and ``all_reduce`` (stand-ins: a copy), ``cutlass_scaled_mm`` and
     ``vllm::unified_attention_tk`` (``[T, H, D]``)."""
 
     @torch.library.custom_op("tk_vllm::rotary_embedding", mutates_args=())
@@ -540,6 +541,10 @@ def serving_ops():
     def cutlass_scaled_mm(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
         out.copy_(a @ b)
 
+    @torch.library.custom_op("tk_vllm::all_reduce", mutates_args=())
+    def all_reduce(x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
     @torch.library.custom_op("vllm::unified_attention_tk", mutates_args=())
     def unified_attention_tk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         # Plain ops inside (no SDPA op, whose backend would name its own impl): [H, T, D] products.
@@ -547,16 +552,26 @@ def serving_ops():
         scores = torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1)
         return (scores @ v).transpose(0, 1).contiguous()
 
-    return rotary_embedding, reshape_and_cache_flash, static_scaled_fp8_quant, cutlass_scaled_mm, unified_attention_tk
+    return (
+        rotary_embedding,
+        reshape_and_cache_flash,
+        static_scaled_fp8_quant,
+        cutlass_scaled_mm,
+        all_reduce,
+        unified_attention_tk,
+    )
 
 
+@pytest.mark.parametrize("tp", [False, True], ids=["tp1", "tp2"])
 @pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
-def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construction(tmp_path, serving_ops, fp8):
+def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construction(tmp_path, serving_ops, fp8, tp):
     """Recorded bare, each attention op's call widens over the rotary and KV-cache ops (head ops by
     their names: their [T, H * D] rows show no head dim) to the fused QKV projection before them and the
     output projection after; the norm, residual add and MLP stay out. With fp8, the output-first GEMM
-    is the QKV projection and the quantization of q passes through (neither ends nor starts a block)."""
-    model = torch.nn.Sequential(_ServingBlock(fp8), _ServingBlock(fp8)).eval()
+    is the QKV projection and the quantization of q passes through (neither ends nor starts a block).
+    With tensor parallelism, the output projection's all-reduce is the call's (out_proj), the MLP's
+    is not."""
+    model = torch.nn.Sequential(_ServingBlock(fp8, tp=tp), _ServingBlock(fp8, tp=tp)).eval()
     with _record(tmp_path, "serving", model, torch.randn(16, 32)) as trace:
         calls = trace.sql("SELECT call_id, call_source, impl FROM attention_calls ORDER BY ts_ns").rows()
         assert [(source, impl) for _, source, impl in calls] == [("op", "paged")] * 2
@@ -576,7 +591,13 @@ def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construc
                 ("vllm::unified_attention_tk", "fused_attention"),
                 ("aten::view", "layout"),
                 ("aten::linear", "out_proj"),
+                *([("tk_vllm::all_reduce", "out_proj")] if tp else []),
             ]
+        if tp:  # the MLP's reduction stays out
+            assert trace.sql(
+                """SELECT count(*) FILTER (WHERE s.call_id IS NULL), count(*) FROM cpu_stages s JOIN cpu_slices c USING (id)
+                   WHERE c.name = 'tk_vllm::all_reduce'"""
+            ).rows() == [(2, 4)]
 
 
 class _FirstDecodeStep(torch.nn.Module):

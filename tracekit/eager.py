@@ -54,6 +54,9 @@ def weight_product(op: str) -> str:
 OUT_FIRST_GEMM = r"(?i)(^|::)cutlass_scaled_mm$"
 # Ops that convert values without changing what they are (quantization): they neither end a block nor start one.
 CONVERSION = r"(?i)(^|::|_)(de)?quant(ize)?(_|$)"  # static_scaled_fp8_quant, aten::quantize_per_tensor; not quantile
+# A tensor-parallel output projection's reduction (vLLM's vllm::all_reduce, c10d::allreduce_, a
+# reduce-scatter under sequence parallelism): right after the block's last projection, it is the block's.
+TP_REDUCTION = r"(?i)all_?reduce|reduce_?scatter"
 # Stages whose named ops (op rules of any context) are head ops of a block, whatever their shapes.
 NAMED_HEAD_STAGES = ("rope", "kv_cache")
 BLOCK_RULE = "block: a call op widened to its projections, head reshapes, RoPE and KV cache by shape"
@@ -226,11 +229,14 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
     - ``N``, neither end nor start: an op on no tensor of 2+ dims (empty, scalar casts), a
       quantization (``CONVERSION``) or a constant multiple of a ``[.., n * D]`` tensor (OPT's q
       pre-scale);
+    - ``R``, a tensor-parallel reduction (``TP_REDUCTION``);
     - ``X``, anything else (a norm, a residual add, an MLP op).
 
-    The block starts at the first P or B after the last X before the core (Hugging Face Llama:
+    The block starts at the first P or B after the last X or R before the core (Hugging Face Llama:
     q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat) and ends at the
-    first projection after the core when no X comes before it (o_proj), else at the last head op.
+    first projection after the core when no X or R comes before it (o_proj), with the R right after
+    it if there is one (a row-parallel o_proj's all-reduce, inside vLLM's and Megatron's attention
+    modules), else at the last head op.
     A residual dropout after o_proj is the layer's (GPT-NeoX, BART, ViT keep it outside their
     attention modules, GPT-2 and GPT-J inside), and stays out.
     It never reaches into a neighbouring core's block. Without shapes (or with an einsum, whose
@@ -284,6 +290,7 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
             )
             SELECT qk_id, qk_i, pv_i, i, prev_pv_i,
                    CASE WHEN out IS NOT NULL AND out > 0 AND out % d = 0 THEN 'P'
+                        WHEN regexp_matches(name, '{TP_REDUCTION}') THEN 'R'
                         -- An op a rule names a rotary embedding or a KV-cache write (vLLM's _C::rotary_embedding
                         -- and reshape_and_cache_flash work on [T, H * D] rows: no head dim in their shapes).
                         WHEN named IN {NAMED_HEAD_STAGES} THEN 'B'
@@ -314,20 +321,22 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
         """CREATE OR REPLACE TEMP TABLE _eager_ends AS
            WITH after AS (
                SELECT qk_id,
-                      min(i) FILTER (WHERE i > pv_i AND cls = 'X') AS first_x,
+                      min(i) FILTER (WHERE i > pv_i AND cls IN ('X', 'R')) AS first_x,
                       min(i) FILTER (WHERE i > pv_i AND cls = 'P') AS first_p
                FROM _eager_cls GROUP BY qk_id
            ),
            ends AS (
                SELECT w.qk_id, w.pv_i,
-                      CASE WHEN a.first_p < coalesce(a.first_x, 9e18) THEN a.first_p
+                      CASE WHEN a.first_p < coalesce(a.first_x, 9e18)
+                           -- (with the reduction right after it, if any)
+                           THEN a.first_p + count(*) FILTER (WHERE w.i = a.first_p + 1 AND w.cls = 'R')
                            ELSE coalesce(max(w.i) FILTER (WHERE w.i > w.pv_i AND w.cls = 'B'
                                                           AND w.i < coalesce(a.first_x, 9e18)
                                                           AND w.i < coalesce(a.first_p, 9e18)), w.pv_i) END AS end_i
                FROM _eager_cls w JOIN after a USING (qk_id) GROUP BY w.qk_id, w.pv_i, a.first_p, a.first_x
            ),
            bound AS (
-               SELECT w.qk_id, max(w.i) FILTER (WHERE w.i < w.qk_i AND w.cls = 'X') AS last_x
+               SELECT w.qk_id, max(w.i) FILTER (WHERE w.i < w.qk_i AND w.cls IN ('X', 'R')) AS last_x
                FROM _eager_cls w GROUP BY w.qk_id
            ),
            starts AS (
