@@ -299,6 +299,9 @@ def _tiny_model(family: str, attn: str = "eager"):
     if family == "gemma3":  # per-head q/k RMSNorm, 2 KV heads: a long block (70 ops before QK^T in eager)
         config = transformers.Gemma3TextConfig(**tiny, num_key_value_heads=2, head_dim=8)
         return transformers.Gemma3ForCausalLM._from_config(config, attn_implementation=attn).eval()
+    if family == "olmo2":  # post-norm; q_norm, k_norm over the flattened [B, S, H * D] rows, between the projections
+        config = transformers.Olmo2Config(**tiny, num_key_value_heads=2)
+        return transformers.Olmo2ForCausalLM._from_config(config, attn_implementation=attn).eval()
     if family == "bert":
         return transformers.BertModel._from_config(transformers.BertConfig(**tiny), attn_implementation=attn).eval()
     config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
@@ -382,25 +385,65 @@ def test_generation_steps_match_the_labelled_ones(tmp_path, family, attn):
     def generate(x):
         return model.generate(x, max_new_tokens=3, do_sample=False, pad_token_id=0)
 
-    def per_call(trace) -> list[list[tuple]]:
-        rows = trace.sql(
-            """SELECT list((c.name, s.stage, CAST(c.input_dims AS VARCHAR)) ORDER BY c.ts_ns)
-               FROM cpu_stages s JOIN cpu_slices c USING (id) LEFT JOIN cpu_slices p ON p.id = c.parent_id
-               WHERE s.call_id IS NOT NULL AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'
-               GROUP BY s.call_id ORDER BY min(c.ts_ns)"""
-        ).rows()
-        return [[tuple(op.values()) for op in ops] for (ops,) in rows]
-
     handle = capture.label_modules(model)
     with _record(tmp_path, "labelled", generate, ids) as trace:
-        labelled = per_call(trace)
+        labelled = _per_call(trace)
     handle.remove()
     with _record(tmp_path, "bare", generate, ids) as trace:
-        bare = per_call(trace)
+        bare = _per_call(trace)
     assert len(labelled) == 6  # 2 layers x (prefill + 2 decode steps)
     decode = labelled[-1]
     assert ("aten::linear", "qkv_proj") in {op[:2] for op in decode} and "[[2,1,32]" in decode[0][2]
     assert bare == labelled
+
+
+def _per_call(trace) -> list[list[tuple]]:
+    """Each attention call's outermost ops (name, stage, Input Dims) in order, the calls in order."""
+    rows = trace.sql(
+        """SELECT list((c.name, s.stage, CAST(c.input_dims AS VARCHAR)) ORDER BY c.ts_ns)
+           FROM cpu_stages s JOIN cpu_slices c USING (id) LEFT JOIN cpu_slices p ON p.id = c.parent_id
+           WHERE s.call_id IS NOT NULL AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'
+           GROUP BY s.call_id ORDER BY min(c.ts_ns)"""
+    ).rows()
+    return [[tuple(op.values()) for op in ops] for (ops,) in rows]
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_a_norm_between_two_projections_is_in_the_block(tmp_path, attn):
+    """OLMo-2 normalizes q and k over their flattened ``[B, S, H * D]`` rows right after each
+    projection: q_proj, q_norm, k_proj, k_norm, v_proj. Those norms look like the layer's own norm,
+    but they sit between two projections that read the same hidden state, so they are the block's:
+    bare, every call holds what its labelled twin holds. Layer 0's bare call also holds the model's
+    rotary table ops before it (OLMo-2 is post-norm: no norm of the layer separates them)."""
+    from tracekit import capture
+
+    model = _tiny_model("olmo2", attn)
+    ids = torch.randint(0, 64, (2, 16))
+    handle = capture.label_modules(model)
+    with _record(tmp_path, "labelled", lambda x: model(x, use_cache=False), ids) as trace:
+        labelled = _per_call(trace)
+    handle.remove()
+    with _record(tmp_path, "bare", lambda x: model(x, use_cache=False), ids) as trace:
+        bare = _per_call(trace)
+    assert len(labelled) == len(bare) == 2
+    assert [op[:2] for op in labelled[1] if op[0] in ("aten::linear", "aten::pow", "aten::rsqrt")] == [
+        ("aten::linear", "qkv_proj"),
+        ("aten::pow", "other"),
+        ("aten::rsqrt", "other"),
+        ("aten::linear", "qkv_proj"),
+        ("aten::pow", "other"),
+        ("aten::rsqrt", "other"),
+        ("aten::linear", "qkv_proj"),
+        ("aten::linear", "out_proj"),
+    ]
+    assert bare[1] == labelled[1]
+    # Layer 0: the labelled ops are the bare call's last ones (the rotary table ops before them make the
+    # norm's casts rope there, as a rotation inside the call would); its projections are the same.
+    extra = len(bare[0]) - len(labelled[0])
+    assert 0 < extra <= 8 and {op[0] for op in bare[0][:extra]} >= {"aten::cos", "aten::sin"}
+    assert [op[0] for op in bare[0][extra:]] == [op[0] for op in labelled[0]]
+    projections = [op for op in labelled[0] if op[0] == "aten::linear"]
+    assert [op for op in bare[0] if op[0] == "aten::linear"] == projections and len(projections) == 4
 
 
 def _top_ops(trace, call_id: int) -> list[tuple[str, str]]:

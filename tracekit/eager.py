@@ -254,6 +254,12 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                    -- vLLM's cutlass_scaled_mm(out, a, b, ...): the output [T, N] comes first.
                    WHEN regexp_matches(b.name, '{OUT_FIRST_GEMM}') THEN TRY_CAST(b.input_dims->>'$[0][#-1]' AS BIGINT)
               END"""
+    # A projection's input width (in features): two projections of one block read the same hidden state.
+    in_width = f"""CASE WHEN b.name IN ('aten::linear', 'aten::mm', 'aten::_scaled_mm') OR {weight_product("b")}
+                          THEN TRY_CAST(b.input_dims->>'$[0][#-1]' AS BIGINT)
+                        WHEN b.name = 'aten::addmm' THEN TRY_CAST(b.input_dims->>'$[1][#-1]' AS BIGINT)
+                        WHEN regexp_matches(b.name, '{OUT_FIRST_GEMM}') THEN TRY_CAST(b.input_dims->>'$[1][#-1]' AS BIGINT)
+                   END"""
     # The cores: each pattern (QK^T to PV) and each call op (itself), with what its shapes say.
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _blk_core AS
@@ -283,12 +289,14 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                 FROM f WHERE f.shaped  -- (every core bounds its neighbours' windows, shaped or not)
             ),
             rows AS (
-                SELECT x.*, b.name, b.input_dims, {shapes} AS shapes, {out} AS out, om.m.stage AS named
+                SELECT x.*, b.name, b.input_dims, {shapes} AS shapes, {out} AS out, {in_width} AS in_w,
+                       om.m.stage AS named
                 FROM idx x JOIN _eager_sib b
                   ON b.lane = x.lane AND coalesce(b.parent_id, -1) = coalesce(x.parent_id, -1) AND b.i = x.i
                 LEFT JOIN _op_match om ON om.name = b.name
             )
-            SELECT qk_id, qk_i, pv_i, i, prev_pv_i,
+            SELECT qk_id, qk_i, pv_i, i, prev_pv_i, in_w, out,
+                   list_distinct(list_transform(shapes, lambda s: s[-1])) AS last_dims,
                    CASE WHEN out IS NOT NULL AND out > 0 AND out % d = 0 THEN 'P'
                         WHEN regexp_matches(name, '{TP_REDUCTION}') THEN 'R'
                         -- An op a rule names a rotary embedding or a KV-cache write (vLLM's _C::rotary_embedding
@@ -335,9 +343,31 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                                                           AND w.i < coalesce(a.first_p, 9e18)), w.pv_i) END AS end_i
                FROM _eager_cls w JOIN after a USING (qk_id) GROUP BY w.qk_id, w.pv_i, a.first_p, a.first_x
            ),
+           prev AS (  -- where the block before it on the thread ends
+               SELECT f.qk_id, lag(coalesce(e.end_i, f.pv_i)) OVER (PARTITION BY f.lane, f.parent_id ORDER BY f.qk_i)
+                          AS prev_end
+               FROM _blk_core f LEFT JOIN ends e USING (qk_id)
+           ),
+           -- Before the core, each op's nearest projections on either side (after the previous block): an X
+           -- between two that read the same width, on tensors as wide as the first one's output (or its
+           -- per-row statistics), works on what that projection made (OLMo-2's q_norm over [B, S, H * D]
+           -- rows, between q_proj and k_proj), not on the layer's hidden state.
+           near AS (
+               SELECT w.qk_id, w.i, w.cls, w.last_dims,
+                      last_value(CASE WHEN w.cls = 'P' AND w.i > coalesce(p.prev_end, -1) THEN struct_pack(w := w.in_w, o := w.out) END
+                                 IGNORE NULLS)
+                          OVER (PARTITION BY w.qk_id ORDER BY w.i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS p_before,
+                      first_value(CASE WHEN w.cls = 'P' THEN w.in_w END IGNORE NULLS)
+                          OVER (PARTITION BY w.qk_id ORDER BY w.i ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS w_after
+               FROM _eager_cls w JOIN prev p USING (qk_id)
+               WHERE w.i < w.qk_i
+           ),
            bound AS (
-               SELECT w.qk_id, max(w.i) FILTER (WHERE w.i < w.qk_i AND w.cls IN ('X', 'R')) AS last_x
-               FROM _eager_cls w GROUP BY w.qk_id
+               SELECT qk_id,
+                      max(i) FILTER (WHERE cls = 'R' OR cls = 'X' AND NOT coalesce(p_before.w = w_after
+                                                                                   AND list_has_all([p_before.o, 1], last_dims), false))
+                          AS last_x
+               FROM near GROUP BY qk_id
            ),
            starts AS (
                SELECT w.qk_id, min(w.i) AS start_i
