@@ -230,7 +230,10 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
       quantization (``CONVERSION``) or a constant multiple of a ``[.., n * D]`` tensor (OPT's q
       pre-scale);
     - ``R``, a tensor-parallel reduction (``TP_REDUCTION``);
-    - ``X``, anything else (a norm, a residual add, an MLP op).
+    - ``X``, anything else (a norm, a residual add, an MLP op); but not an X between two projections
+      that read the same width (after the previous block), on tensors as wide as the first one's
+      output or its per-row statistics: that works on what the projection made (OLMo-2's q_norm
+      and k_norm over ``[B, S, H * D]`` rows between q_proj, k_proj and v_proj), and does not count.
 
     The block starts at the first P or B after the last X or R before the core (Hugging Face Llama:
     q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat) and ends at the
