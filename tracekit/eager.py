@@ -43,6 +43,16 @@ HEAD_RESHAPE = r"^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_si
 RULE = "eager: matmul -> softmax -> matmul"
 
 
+def _in_width(op: str) -> str:
+    """SQL: the projection ``op``'s input width (in features): two projections of one block read the same
+    hidden state."""
+    return f"""CASE WHEN {op}.name IN ('aten::linear', 'aten::mm', 'aten::_scaled_mm') OR {weight_product(op)}
+                     THEN TRY_CAST({op}.input_dims->>'$[0][#-1]' AS BIGINT)
+                   WHEN {op}.name = 'aten::addmm' THEN TRY_CAST({op}.input_dims->>'$[1][#-1]' AS BIGINT)
+                   WHEN regexp_matches({op}.name, '{OUT_FIRST_GEMM}') THEN TRY_CAST({op}.input_dims->>'$[1][#-1]' AS BIGINT)
+              END"""
+
+
 def weight_product(op: str) -> str:
     """SQL: whether the cpu_slices row ``op`` is a linear layer written as ``x @ W.T`` (Falcon): a
     matmul of activations with 3+ dims by a 2-D weight, a projection and not one of the core's products."""
@@ -257,12 +267,6 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                    -- vLLM's cutlass_scaled_mm(out, a, b, ...): the output [T, N] comes first.
                    WHEN regexp_matches(b.name, '{OUT_FIRST_GEMM}') THEN TRY_CAST(b.input_dims->>'$[0][#-1]' AS BIGINT)
               END"""
-    # A projection's input width (in features): two projections of one block read the same hidden state.
-    in_width = f"""CASE WHEN b.name IN ('aten::linear', 'aten::mm', 'aten::_scaled_mm') OR {weight_product("b")}
-                          THEN TRY_CAST(b.input_dims->>'$[0][#-1]' AS BIGINT)
-                        WHEN b.name = 'aten::addmm' THEN TRY_CAST(b.input_dims->>'$[1][#-1]' AS BIGINT)
-                        WHEN regexp_matches(b.name, '{OUT_FIRST_GEMM}') THEN TRY_CAST(b.input_dims->>'$[1][#-1]' AS BIGINT)
-                   END"""
     # The cores: each pattern (QK^T to PV) and each call op (itself), with what its shapes say.
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _blk_core AS
@@ -292,14 +296,17 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                 FROM f WHERE f.shaped  -- (every core bounds its neighbours' windows, shaped or not)
             ),
             rows AS (
-                SELECT x.*, b.name, b.input_dims, {shapes} AS shapes, {out} AS out, {in_width} AS in_w,
-                       om.m.stage AS named
+                SELECT x.*, b.name, b.input_dims, {shapes} AS shapes, {out} AS out, om.m.stage AS named
                 FROM idx x JOIN _eager_sib b
                   ON b.lane = x.lane AND coalesce(b.parent_id, -1) = coalesce(x.parent_id, -1) AND b.i = x.i
                 LEFT JOIN _op_match om ON om.name = b.name
             )
-            SELECT qk_id, qk_i, pv_i, i, prev_pv_i, in_w, out,
-                   list_distinct(list_transform(shapes, lambda s: s[-1])) AS last_dims,
+            -- (The input width of projections, the last dims of the others before the core: see _eager_ends.)
+            SELECT qk_id, qk_i, pv_i, i, prev_pv_i, cls, out, CASE WHEN cls = 'P' THEN {_in_width("r")} END AS in_w,
+                   CASE WHEN cls = 'X' AND i < qk_i THEN list_distinct(list_transform(shapes, lambda s: s[-1])) END
+                       AS last_dims
+            FROM (
+            SELECT *,
                    CASE WHEN out IS NOT NULL AND out > 0 AND out % d = 0 THEN 'P'
                         WHEN regexp_matches(name, '{TP_REDUCTION}') THEN 'R'
                         -- An op a rule names a rotary embedding or a KV-cache write (vLLM's _C::rotary_embedding
@@ -325,7 +332,8 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                         ELSE 'X' END AS cls
             -- A tensor of 2+ dims whose last is a multiple of D (heads side by side, or all of them).
             FROM (SELECT *, len(list_filter(shapes, lambda s: len(s) >= 2 AND s[-1] % d = 0)) > 0 AS heads_wide
-                  FROM rows)"""
+                  FROM rows)
+            ) r"""
     )
     # The end first (after the core), then the start, which stays after the previous block's end.
     con.execute(
@@ -363,7 +371,7 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                       first_value(CASE WHEN w.cls = 'P' THEN w.in_w END IGNORE NULLS)
                           OVER (PARTITION BY w.qk_id ORDER BY w.i ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS w_after
                FROM _eager_cls w JOIN prev p USING (qk_id)
-               WHERE w.i < w.qk_i
+               WHERE w.i < w.qk_i AND w.cls IN ('P', 'X', 'R')
            ),
            bound AS (
                SELECT qk_id,
