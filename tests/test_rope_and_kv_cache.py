@@ -428,11 +428,11 @@ def test_a_norm_between_two_projections_is_in_the_block(tmp_path, attn):
     assert len(labelled) == len(bare) == 2
     assert [op[:2] for op in labelled[1] if op[0] in ("aten::linear", "aten::pow", "aten::rsqrt")] == [
         ("aten::linear", "qkv_proj"),
-        ("aten::pow", "other"),
-        ("aten::rsqrt", "other"),
+        ("aten::pow", "qk_norm"),
+        ("aten::rsqrt", "qk_norm"),
         ("aten::linear", "qkv_proj"),
-        ("aten::pow", "other"),
-        ("aten::rsqrt", "other"),
+        ("aten::pow", "qk_norm"),
+        ("aten::rsqrt", "qk_norm"),
         ("aten::linear", "qkv_proj"),
         ("aten::linear", "out_proj"),
     ]
@@ -444,6 +444,40 @@ def test_a_norm_between_two_projections_is_in_the_block(tmp_path, attn):
     assert [op[0] for op in bare[0][extra:]] == [op[0] for op in labelled[0]]
     projections = [op for op in labelled[0] if op[0] == "aten::linear"]
     assert [op for op in bare[0] if op[0] == "aten::linear"] == projections and len(projections) == 4
+
+
+@pytest.mark.parametrize("labels", [True, False], ids=["labelled", "bare"])
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_an_rmsnorm_written_in_ops_is_qk_norm(tmp_path, attn, labels):
+    """Qwen3 normalizes q and k per head with an RMSNorm of plain ops (to, pow, mean, add, rsqrt,
+    mul, to, mul): between the projections and the core those ops are ``qk_norm``, not the scale,
+    mask and layout their op rules say, and not the rotary embedding that follows (whose ops are
+    ``rope`` as before). Labelled and bare alike."""
+    from tracekit import capture
+
+    model = _tiny_model("qwen3", attn)
+    handle = capture.label_modules(model) if labels else None
+    with _record(tmp_path, "qwen3", lambda x: model(x, use_cache=False), torch.randint(0, 64, (2, 16))) as trace:
+        calls = _per_call(trace)
+    if handle is not None:
+        handle.remove()
+    assert len(calls) == 2
+    for ops in calls:
+        names = [op[0] for op in ops]
+        stages = {op[0]: set() for op in ops}
+        for name, stage, _ in ops:
+            stages[name].add(stage)
+        assert names.count("aten::rsqrt") == 2 and stages["aten::rsqrt"] == {"qk_norm"}
+        assert stages["aten::pow"] == stages["aten::mean"] == {"qk_norm"}
+        # Each norm: its 8 ops, right after the projection's view.
+        norms = [i for i, op in enumerate(ops) if op[1] == "qk_norm"]
+        assert len(norms) == 16 and [ops[i - 1][0] for i in norms if ops[i - 1][1] != "qk_norm"] == ["aten::view"] * 2
+        rope = [op for op in ops if op[1] == "rope"]
+        assert {name for name, _, _ in rope} == {"aten::mul", "aten::neg", "aten::cat", "aten::add"}
+        assert all(dims.startswith("[[2,") and dims.count(",") >= 3 for name, _, dims in rope if name == "aten::mul")
+        assert (
+            len([1 for name, _, _ in rope if name == "aten::mul"]) == 4
+        )  # q * cos, rot(q) * sin, k * cos, rot(k) * sin
 
 
 def _top_ops(trace, call_id: int) -> list[tuple[str, str]]:

@@ -271,6 +271,68 @@ _SEQ_APPEND = """TRY_CAST(s.concrete_inputs->>'$[1]' AS INTEGER) IN (2, -2)
 _LOW_RANK = "NOT regexp_matches(s.input_dims::VARCHAR, '\\[-?\\d+,-?\\d+,-?\\d+')"
 
 
+# An RMSNorm written in plain ops (Hugging Face's Qwen3, Gemma 3, OLMo-2 q_norm and k_norm, DeepSeek's
+# latent norms): x.to(float32), pow(2), mean, + eps, rsqrt, x * that, .to(dtype), * weight (Gemma:
+# * (1 + weight)). The ops of that kind around an rsqrt, up to the first op of another kind on either side.
+NORM_OPS = r"^aten::(to|_to_copy|type_as|pow|square|mean|add|rsqrt|mul)$"
+NORM_REACH = 6  # how far from its rsqrt a norm's op may sit (Gemma 3's weight multiply: 4 after)
+NORM_RULE = "norm: an RMSNorm written in ops (rsqrt and the casts, pow, mean, add, mul beside it)"
+
+
+def _decomposed_norms(con) -> None:
+    """Mark the ops of each RMSNorm written in plain ops inside an attention call (``NORM_OPS`` around
+    an ``aten::rsqrt``) as stage ``norm``, scope inner, so their op rules' ``scale`` / ``mask`` /
+    ``layout`` give way: by position, a norm between the projections and the core is ``qk_norm``,
+    one before them ``pre_norm``, one after the core ``out_proj``; and its multiplies no longer pass
+    for a rotary embedding's. Adds rows to ``_marked`` and ``_xm`` (needs ``_xcall``)."""
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _norm_ops AS
+            WITH r AS (  -- each rsqrt in a call, not inside an op that is a call itself
+                SELECT s.id, s.parent_id, c.lane FROM cpu_slices s JOIN _cpu c USING (id) JOIN _xcall x ON x.x = s.id
+                WHERE s.kind = 'cpu_op' AND s.name = 'aten::rsqrt' AND NOT x.in_call_op
+            ),
+            sib AS (  -- the ops beside them, numbered
+                SELECT s.id, c.pos, c.lane, s.parent_id, regexp_matches(s.name, '{NORM_OPS}') AS normish,
+                       row_number() OVER (PARTITION BY c.lane, s.parent_id ORDER BY c.pos) AS i
+                FROM cpu_slices s JOIN _cpu c USING (id)
+                WHERE s.kind = 'cpu_op'
+                  AND (c.lane, coalesce(s.parent_id, -1)) IN (SELECT lane, coalesce(parent_id, -1) FROM r)
+            ),
+            -- The siblings within reach by their numbers (an equality join, not a range join).
+            near AS (
+                SELECT a.i AS ri, b.*
+                FROM (SELECT a.*, unnest(range(a.i - {NORM_REACH}, a.i + {NORM_REACH + 1})) AS j
+                      FROM r JOIN sib a USING (id)) a
+                JOIN sib b ON b.lane = a.lane AND coalesce(b.parent_id, -1) = coalesce(a.parent_id, -1) AND b.i = a.j
+            ),
+            runs AS (
+                SELECT lane, parent_id, ri, max(i) FILTER (WHERE i < ri AND NOT normish) AS lo,
+                       min(i) FILTER (WHERE i > ri AND NOT normish) AS hi
+                FROM near GROUP BY ALL
+            )
+            SELECT DISTINCT n.id, n.pos
+            FROM near n JOIN runs u ON u.lane = n.lane AND u.parent_id IS NOT DISTINCT FROM n.parent_id AND u.ri = n.ri
+            WHERE n.i > coalesce(u.lo, -1) AND n.i < coalesce(u.hi, 9e18)"""
+    )
+    con.execute(
+        f"""INSERT INTO _marked
+            SELECT id, -id, 'cpu_op', pos::DOUBLE, 'norm', false, NULL, 'call', 'inner', NULL, '{NORM_RULE}'
+            FROM _norm_ops"""
+    )
+    # The marks cover each op, what it calls and the runtime calls they make (as _xm's own marks do).
+    con.execute(
+        """INSERT INTO _xm
+           WITH cm AS (
+               SELECT id, -id AS mkey FROM _norm_ops
+               UNION ALL SELECT a.id, -a.aid FROM _anc a JOIN _norm_ops n ON n.id = a.aid
+           )
+           SELECT id, mkey FROM cm
+           UNION ALL
+           SELECT s.id, cm.mkey FROM cpu_slices s JOIN cm ON cm.id = s.parent_id WHERE s.kind IN ('runtime', 'driver')"""
+    )
+    con.execute("DROP TABLE _norm_ops")
+
+
 def _cpu_stages(con, kind: str) -> None:
     # Slices a rule marks (labels and ops), with their position on the axis,
     # and the module scopes a rule marks.
@@ -314,6 +376,7 @@ def _cpu_stages(con, kind: str) -> None:
                   bool_or(m.kind = 'cpu_op') AS in_call_op
            FROM _xm x JOIN _marked m ON m.mkey = x.mkey WHERE m.is_call GROUP BY x.x"""
     )
+    _decomposed_norms(con)
     # What the position rules need of an op's arguments, for the ops in calls they may resolve.
     ops = ", ".join(map(literal, ("concat", "matmul", *_ROPE_OPS)))
     con.execute(
