@@ -302,6 +302,17 @@ def _tiny_model(family: str, attn: str = "eager"):
     if family == "olmo2":  # post-norm; q_norm, k_norm over the flattened [B, S, H * D] rows, between the projections
         config = transformers.Olmo2Config(**tiny, num_key_value_heads=2)
         return transformers.Olmo2ForCausalLM._from_config(config, attn_implementation=attn).eval()
+    if family == "deepseek_v3":  # MLA: low-rank q and kv with RMSNorms between, a rotary part rotated by sub
+        config = transformers.DeepseekV3Config(
+            **{**tiny, "num_hidden_layers": 1},
+            num_key_value_heads=4,
+            q_lora_rank=16,
+            kv_lora_rank=16,
+            qk_rope_head_dim=4,
+            qk_nope_head_dim=8,
+            v_head_dim=8,
+        )
+        return transformers.DeepseekV3ForCausalLM._from_config(config, attn_implementation=attn).eval()
     if family == "bert":
         return transformers.BertModel._from_config(transformers.BertConfig(**tiny), attn_implementation=attn).eval()
     config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
@@ -478,6 +489,32 @@ def test_an_rmsnorm_written_in_ops_is_qk_norm(tmp_path, attn, labels):
         assert (
             len([1 for name, _, _ in rope if name == "aten::mul"]) == 4
         )  # q * cos, rot(q) * sin, k * cos, rot(k) * sin
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_a_rotation_written_with_sub_is_rope(tmp_path, attn):
+    """DeepSeek-V3's attention (labelled) rotates its rotary part as x1 * cos - x2 * sin, x2 * cos +
+    x1 * sin: no neg, a sub. Those muls, subs and adds are ``rope``; its low-rank q and kv RMSNorms
+    (plain ops) are ``qk_norm``; nothing else before the core is rope."""
+    from tracekit import capture
+
+    model = _tiny_model("deepseek_v3", attn)
+    handle = capture.label_modules(model)
+    with _record(tmp_path, "dsv3", lambda x: model(x, use_cache=False), torch.randint(0, 64, (2, 16))) as trace:
+        (ops,) = _per_call(trace)
+    handle.remove()
+    rope = [(name, dims) for name, stage, dims in ops if stage == "rope"]
+    assert sorted({name for name, _ in rope}) == ["aten::add", "aten::cat", "aten::mul", "aten::sub"]
+    # q's and k's rotary halves: 4 muls, a sub and an add each, all on 4-D [B, H, S, r/2] tensors
+    assert [name for name, _ in rope].count("aten::sub") == 2 and [name for name, _ in rope].count("aten::mul") == 8
+    assert all(
+        dims.startswith("[[2,") and dims.split("]")[0].count(",") == 3 for name, dims in rope if name != "aten::cat"
+    )
+    norm = [name for name, stage, _ in ops if stage == "qk_norm"]
+    assert norm.count("aten::rsqrt") == 2 and norm.count("aten::pow") == 2
+    assert {stage for _, stage, _ in ops} <= {"qkv_proj", "qk_norm", "layout", "rope", "other", "out_proj"} | (
+        {"qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul"} if attn == "eager" else set()
+    )
 
 
 def _top_ops(trace, call_id: int) -> list[tuple[str, str]]:

@@ -150,16 +150,18 @@ def _match_names(con) -> None:
 
 
 # Ops whose rules' stages only say what they compute: where they sit in their call says which stage
-# they are (``resolve``). ``rotate`` (aten::neg, view_as_complex/view_as_real/polar) is the sign of
-# a rotary embedding applied by plain ops (Hugging Face's rotate_half, Meta's complex form).
+# they are (``resolve``). ``rotate`` (aten::neg, sub, view_as_complex/view_as_real/polar) is the sign
+# of a rotary embedding applied by plain ops (Hugging Face's rotate_half, x1 * cos - x2 * sin as
+# DeepSeek's and ChatGLM's code writes it, Meta's complex form).
 _ROPE_OPS = ("scale", "mask", "rotate")
 _NEVER = "9e18"  # a position after every position (positions are row numbers)
 
 
-def anchors(stage: str, pos: str) -> str:
+def anchors(stage: str, pos: str, facts: str | None = None) -> str:
     """SQL: the aggregates (grouped by call) of the positions ``resolve`` compares with, over decided
     ``stage``s at ``pos``: the first softmax, the first matmul, the start of the core, its first and
-    last product (``product_pos``, ``core_end_pos``), the first projection and the first rotation.
+    last product (``product_pos``, ``core_end_pos``), the first projection and the first rotation
+    (not an op on tensors below 3-D, by its ``facts``: position arithmetic is not a rotation).
     ``rope_anchors`` adds the rest."""
     core = ", ".join(map(literal, ("matmul", *CORE_STAGES)))
     products = ", ".join(map(literal, PRODUCTS))
@@ -169,7 +171,7 @@ def anchors(stage: str, pos: str) -> str:
                min({pos}) FILTER (WHERE {stage} IN ({products})) AS product_pos,
                max({pos}) FILTER (WHERE {stage} IN ({products})) AS core_end_pos,
                min({pos}) FILTER (WHERE {stage} IN ('proj', 'qkv_proj')) AS first_proj_pos,
-               min({pos}) FILTER (WHERE {stage} = 'rotate') AS rotate_pos"""
+               min({pos}) FILTER (WHERE {stage} = 'rotate' AND NOT {_fact(facts, "low_rank")}) AS rotate_pos"""
 
 
 def _fact(facts: str | None, name: str) -> str:
@@ -424,7 +426,7 @@ def _cpu_stages(con, kind: str) -> None:
     # matmul / proj / norm are told apart by where their decider sits in the call.
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _anchor AS
-            SELECT call_id, {anchors("d.stage", "d.pos")}
+            SELECT call_id, {anchors("d.stage", "d.pos", "d")}
             FROM _xstage WHERE call_id IS NOT NULL GROUP BY call_id"""
     )
     # Stages resolved over the decided slices only, then joined onto every slice.
