@@ -293,28 +293,17 @@ def _decomposed_norms(con) -> None:
                 SELECT s.id, s.parent_id, c.lane FROM cpu_slices s JOIN _cpu c USING (id) JOIN _xcall x ON x.x = s.id
                 WHERE s.kind = 'cpu_op' AND s.name = 'aten::rsqrt' AND NOT x.in_call_op
             ),
-            sib AS (  -- the ops beside them, numbered
-                SELECT s.id, c.pos, c.lane, s.parent_id, regexp_matches(s.name, '{NORM_OPS}') AS normish,
-                       row_number() OVER (PARTITION BY c.lane, s.parent_id ORDER BY c.pos) AS i
-                FROM cpu_slices s JOIN _cpu c USING (id)
-                WHERE s.kind = 'cpu_op'
-                  AND (c.lane, coalesce(s.parent_id, -1)) IN (SELECT lane, coalesce(parent_id, -1) FROM r)
-            ),
-            -- The siblings within reach by their numbers (an equality join, not a range join).
+            sib AS ({eager.siblings("SELECT lane, parent_id FROM r", f"c.pos, regexp_matches(s.name, '{NORM_OPS}') AS normish")}),
+            -- The siblings within reach of each rsqrt (its id: rid), and the nearest of another kind on either side.
             near AS (
-                SELECT a.i AS ri, b.*
+                SELECT a.id AS rid, a.i AS ri, b.id, b.pos, b.i,
+                       max(CASE WHEN b.i < a.i AND NOT b.normish THEN b.i END) OVER (PARTITION BY a.id) AS lo,
+                       min(CASE WHEN b.i > a.i AND NOT b.normish THEN b.i END) OVER (PARTITION BY a.id) AS hi
                 FROM (SELECT a.*, unnest(range(a.i - {NORM_REACH}, a.i + {NORM_REACH + 1})) AS j
                       FROM r JOIN sib a USING (id)) a
                 JOIN sib b ON b.lane = a.lane AND coalesce(b.parent_id, -1) = coalesce(a.parent_id, -1) AND b.i = a.j
-            ),
-            runs AS (
-                SELECT lane, parent_id, ri, max(i) FILTER (WHERE i < ri AND NOT normish) AS lo,
-                       min(i) FILTER (WHERE i > ri AND NOT normish) AS hi
-                FROM near GROUP BY ALL
             )
-            SELECT DISTINCT n.id, n.pos
-            FROM near n JOIN runs u ON u.lane = n.lane AND u.parent_id IS NOT DISTINCT FROM n.parent_id AND u.ri = n.ri
-            WHERE n.i > coalesce(u.lo, -1) AND n.i < coalesce(u.hi, 9e18)"""
+            SELECT DISTINCT id, pos FROM near WHERE i > coalesce(lo, -1) AND i < coalesce(hi, 9e18)"""
     )
     con.execute(
         f"""INSERT INTO _marked

@@ -43,13 +43,20 @@ HEAD_RESHAPE = r"^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_si
 RULE = "eager: matmul -> softmax -> matmul"
 
 
-def _in_width(op: str) -> str:
-    """SQL: the projection ``op``'s input width (in features): two projections of one block read the same
-    hidden state."""
-    return f"""CASE WHEN {op}.name IN ('aten::linear', 'aten::mm', 'aten::_scaled_mm') OR {weight_product(op)}
-                     THEN TRY_CAST({op}.input_dims->>'$[0][#-1]' AS BIGINT)
-                   WHEN {op}.name = 'aten::addmm' THEN TRY_CAST({op}.input_dims->>'$[1][#-1]' AS BIGINT)
-                   WHEN regexp_matches({op}.name, '{OUT_FIRST_GEMM}') THEN TRY_CAST({op}.input_dims->>'$[1][#-1]' AS BIGINT)
+def _gemm_widths(op: str) -> str:
+    """SQL: the projection ``op``'s input and output widths (in and out features) as ``{i, o}``, NULL
+    for an op that is no projection: linear / addmm / mm / _scaled_mm, x @ W.T (``weight_product``) or
+    an output-first GEMM (``OUT_FIRST_GEMM``: vLLM's ``cutlass_scaled_mm(out, a, b, ...)``)."""
+
+    def dims(i: str, o: str) -> str:
+        return f"""struct_pack(i := TRY_CAST({op}.input_dims->>'{i}' AS BIGINT),
+                               o := TRY_CAST({op}.input_dims->>'{o}' AS BIGINT))"""
+
+    return f"""CASE WHEN {op}.name = 'aten::linear' THEN {dims("$[0][#-1]", "$[1][0]")}
+                   WHEN {op}.name = 'aten::addmm' THEN {dims("$[1][#-1]", "$[2][1]")}
+                   WHEN {op}.name IN ('aten::mm', 'aten::_scaled_mm') OR {weight_product(op)}
+                        THEN {dims("$[0][#-1]", "$[1][1]")}
+                   WHEN regexp_matches({op}.name, '{OUT_FIRST_GEMM}') THEN {dims("$[1][#-1]", "$[0][#-1]")}
               END"""
 
 
@@ -84,6 +91,19 @@ def _operand_dim(op: str, operand: int, index: int) -> str:
     return f"""CASE WHEN {op}.name = 'aten::baddbmm' THEN {_dim(f"{op}.input_dims", operand + 1, index)}
                     WHEN {op}.name = 'aten::einsum' THEN NULL
                     ELSE {_dim(f"{op}.input_dims", operand, index)} END"""
+
+
+def siblings(parents: str, columns: str) -> str:
+    """SQL: the CPU ops that share a thread and a parent with a row of ``parents`` (a query giving
+    ``lane, parent_id``), each with its ``id``, ``lane``, ``parent_id``, ``columns`` (of ``s``:
+    cpu_slices, ``c``: _cpu) and ``i``, its number among its siblings in axis order. Ops near each
+    other are then found by their numbers: an equality join, where a range join on a parent with many
+    children would be a nested loop."""
+    return f"""SELECT s.id, c.lane, s.parent_id, {columns},
+                      row_number() OVER (PARTITION BY c.lane, s.parent_id ORDER BY c.pos) AS i
+               FROM cpu_slices s JOIN _cpu c USING (id)
+               WHERE s.kind = 'cpu_op'
+                 AND (c.lane, coalesce(s.parent_id, -1)) IN (SELECT lane, coalesce(parent_id, -1) FROM ({parents}))"""
 
 
 def find(con: duckdb.DuckDBPyConnection) -> None:
@@ -128,13 +148,13 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
         return
     # The siblings of the softmaxes and of the call ops, numbered in order.
     con.execute(
-        """CREATE OR REPLACE TEMP TABLE _eager_sib AS
-           SELECT s.id, s.name, s.input_dims, s.ts_ns, s.end_ns, c.lane, c.pos, c.k0, c.k1, s.parent_id,
-                  row_number() OVER (PARTITION BY c.lane, s.parent_id ORDER BY c.pos) AS i
-           FROM cpu_slices s JOIN _cpu c USING (id)
-           WHERE s.kind = 'cpu_op'
-             AND (c.lane, coalesce(s.parent_id, -1)) IN (SELECT lane, coalesce(parent_id, -1) FROM _eager_sm
-                                                         UNION SELECT lane, coalesce(parent_id, -1) FROM _op_core)"""
+        f"""CREATE OR REPLACE TEMP TABLE _eager_sib AS
+            {
+            siblings(
+                "SELECT lane, parent_id FROM _eager_sm UNION SELECT lane, parent_id FROM _op_core",
+                "s.name, s.input_dims, s.ts_ns, s.end_ns, c.pos, c.k0, c.k1",
+            )
+        }"""
     )
     sm_last = _dim("c.input_dims", 0, -1)
     sm_rows = _dim("c.input_dims", 0, -2)
@@ -260,13 +280,6 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
         r"list_transform(regexp_extract_all(CAST(b.input_dims AS VARCHAR), '\[(-?[0-9]+(, ?-?[0-9]+)*)\]', 1), "
         r"lambda x: CAST(string_split(replace(x, ' ', ''), ',') AS BIGINT[]))"
     )
-    out = f"""CASE WHEN b.name = 'aten::linear' THEN TRY_CAST(b.input_dims->>'$[1][0]' AS BIGINT)
-                   WHEN b.name = 'aten::addmm' THEN TRY_CAST(b.input_dims->>'$[2][1]' AS BIGINT)
-                   WHEN b.name IN ('aten::mm', 'aten::_scaled_mm') THEN TRY_CAST(b.input_dims->>'$[1][1]' AS BIGINT)
-                   WHEN {weight_product("b")} THEN TRY_CAST(b.input_dims->>'$[1][1]' AS BIGINT)
-                   -- vLLM's cutlass_scaled_mm(out, a, b, ...): the output [T, N] comes first.
-                   WHEN regexp_matches(b.name, '{OUT_FIRST_GEMM}') THEN TRY_CAST(b.input_dims->>'$[0][#-1]' AS BIGINT)
-              END"""
     # The cores: each pattern (QK^T to PV) and each call op (itself), with what its shapes say.
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _blk_core AS
@@ -296,18 +309,18 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                 FROM f WHERE f.shaped  -- (every core bounds its neighbours' windows, shaped or not)
             ),
             rows AS (
-                SELECT x.*, b.name, b.input_dims, {shapes} AS shapes, {out} AS out, om.m.stage AS named
+                SELECT x.*, b.name, b.input_dims, {shapes} AS shapes, {_gemm_widths("b")} AS gemm, om.m.stage AS named
                 FROM idx x JOIN _eager_sib b
                   ON b.lane = x.lane AND coalesce(b.parent_id, -1) = coalesce(x.parent_id, -1) AND b.i = x.i
                 LEFT JOIN _op_match om ON om.name = b.name
             )
-            -- (The input width of projections, the last dims of the others before the core: see _eager_ends.)
-            SELECT qk_id, qk_i, pv_i, i, prev_pv_i, cls, out, CASE WHEN cls = 'P' THEN {_in_width("r")} END AS in_w,
+            -- (A projection's widths, the last dims of the others before the core: see _eager_ends.)
+            SELECT qk_id, qk_i, pv_i, i, prev_pv_i, cls, CASE WHEN cls = 'P' THEN gemm END AS gemm,
                    CASE WHEN cls = 'X' AND i < qk_i THEN list_distinct(list_transform(shapes, lambda s: s[-1])) END
                        AS last_dims
             FROM (
             SELECT *,
-                   CASE WHEN out IS NOT NULL AND out > 0 AND out % d = 0 THEN 'P'
+                   CASE WHEN gemm.o > 0 AND gemm.o % d = 0 THEN 'P'
                         WHEN regexp_matches(name, '{TP_REDUCTION}') THEN 'R'
                         -- An op a rule names a rotary embedding or a KV-cache write (vLLM's _C::rotary_embedding
                         -- and reshape_and_cache_flash work on [T, H * D] rows: no head dim in their shapes).
@@ -365,17 +378,16 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
            -- rows, between q_proj and k_proj), not on the layer's hidden state.
            near AS (
                SELECT w.qk_id, w.i, w.cls, w.last_dims,
-                      last_value(CASE WHEN w.cls = 'P' AND w.i > coalesce(p.prev_end, -1) THEN struct_pack(w := w.in_w, o := w.out) END
-                                 IGNORE NULLS)
+                      last_value(CASE WHEN w.cls = 'P' AND w.i > coalesce(p.prev_end, -1) THEN w.gemm END IGNORE NULLS)
                           OVER (PARTITION BY w.qk_id ORDER BY w.i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS p_before,
-                      first_value(CASE WHEN w.cls = 'P' THEN w.in_w END IGNORE NULLS)
+                      first_value(CASE WHEN w.cls = 'P' THEN w.gemm.i END IGNORE NULLS)
                           OVER (PARTITION BY w.qk_id ORDER BY w.i ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS w_after
                FROM _eager_cls w JOIN prev p USING (qk_id)
                WHERE w.i < w.qk_i AND w.cls IN ('P', 'X', 'R')
            ),
            bound AS (
                SELECT qk_id,
-                      max(i) FILTER (WHERE cls = 'R' OR cls = 'X' AND NOT coalesce(p_before.w = w_after
+                      max(i) FILTER (WHERE cls = 'R' OR cls = 'X' AND NOT coalesce(p_before.i = w_after
                                                                                    AND list_has_all([p_before.o, 1], last_dims), false))
                           AS last_x
                FROM near GROUP BY qk_id
@@ -386,8 +398,8 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
                WHERE w.i < w.qk_i AND w.cls IN ('P', 'B') AND w.i > coalesce(b.last_x, -1)
                GROUP BY w.qk_id
            )
-           SELECT f.qk_id, coalesce(s.start_i, f.qk_i) AS start_i, coalesce(e.end_i, f.pv_i) AS end_i
-           FROM _blk_core f LEFT JOIN ends e USING (qk_id) LEFT JOIN starts s USING (qk_id)"""
+           SELECT f.qk_id, coalesce(s.start_i, f.qk_i) AS start_i, coalesce(e.end_i, f.pv_i) AS end_i, p.prev_end
+           FROM _blk_core f LEFT JOIN ends e USING (qk_id) LEFT JOIN starts s USING (qk_id) JOIN prev p USING (qk_id)"""
     )
     # Each core's block (``_eager_win``): never into the one before it on its thread; its first and last
     # sibling's place on the axis and times; ``widened`` when it holds more than the core.
@@ -395,8 +407,7 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
         """CREATE OR REPLACE TEMP TABLE _eager_win AS
            WITH w AS (
                SELECT w.qk_id, f.qk_i, f.pv_i, f.lane, f.parent_id, w.end_i,
-                      greatest(w.start_i, coalesce(lag(w.end_i) OVER (PARTITION BY f.lane, f.parent_id ORDER BY f.qk_i),
-                                                   -1) + 1) AS start_i
+                      greatest(w.start_i, coalesce(w.prev_end, -1) + 1) AS start_i
                FROM _eager_ends w JOIN _blk_core f USING (qk_id)
            )
            SELECT w.qk_id, w.start_i < w.qk_i OR w.end_i > w.pv_i AS widened,
