@@ -63,9 +63,12 @@ def _before_core(ops: list[tuple[str, str]]) -> list[tuple[str, str]]:
 class _Attention(torch.nn.Module):
     """Labelled like the capture module labels a model: the call, then its projections."""
 
-    def __init__(self, rotary: str | None, prescale: bool, sdpa: bool, hidden: int = 32, heads: int = 4):
+    def __init__(
+        self, rotary: str | None, prescale: bool, sdpa: bool, hidden: int = 32, heads: int = 4, positions: bool = False
+    ):
         super().__init__()
         self.rotary, self.prescale, self.sdpa, self.heads = rotary, prescale, sdpa, heads
+        self.positions = positions  # position arithmetic in the call (a 1-D sub), as a KV cache's offsets
         self.q, self.k, self.v, self.o = (torch.nn.Linear(hidden, hidden) for _ in range(4))
         d = hidden // heads
         angles = torch.arange(16)[:, None] * (1e-2 ** (torch.arange(d // 2) / (d // 2)))[None, :]
@@ -89,6 +92,8 @@ class _Attention(torch.nn.Module):
                 q, k, v = self.q(x), self.k(x), self.v(x)
             q, k, v = (t.view(b, s, self.heads, -1).transpose(1, 2) for t in (q, k, v))
             q, k = self._rotate(q), self._rotate(k)
+            if self.positions:
+                torch.arange(s) - 1
             if self.prescale:  # BART: the queries scaled before QK^T
                 q = q * q.shape[-1] ** -0.5
             if self.sdpa:
@@ -143,10 +148,14 @@ def test_rotary_ops_before_the_core_are_rope_by_construction(tmp_path, rotary, s
         ]
 
 
+@pytest.mark.parametrize("positions", [False, True], ids=["", "positions"])
 @pytest.mark.parametrize("sdpa", [False, True], ids=["eager", "sdpa"])
-def test_a_prescale_without_rotation_stays_scale_by_construction(tmp_path, sdpa):
-    """BART scales the queries before QK^T: no rotation in the call, so the mul is the core's scale."""
-    with _record(tmp_path, "prescale", _Attention(None, prescale=True, sdpa=sdpa), torch.randn(2, 16, 32)) as trace:
+def test_a_prescale_without_rotation_stays_scale_by_construction(tmp_path, sdpa, positions):
+    """BART scales the queries before QK^T: no rotation in the call, so the mul is the core's scale.
+    A sub of 1-D positions before it (a KV cache's offsets) is no rotation either, though a sub of
+    q's halves would be (x1 * cos - x2 * sin)."""
+    model = _Attention(None, prescale=True, sdpa=sdpa, positions=positions)
+    with _record(tmp_path, "prescale", model, torch.randn(2, 16, 32)) as trace:
         (ops,) = _call_ops(trace).values()
     assert [s for n, s in _before_core(ops) if n == "aten::mul"] == ["scale"]
     assert "rope" not in {s for _, s in ops}
@@ -248,15 +257,25 @@ def test_a_growing_kv_cache_is_kv_cache_by_its_arguments(tmp_path, cache, shapes
             assert by_rank[False] and "rope" not in by_rank[False]
 
 
+def _per_call(trace) -> dict[int, list[tuple[str, str, str]]]:
+    """Per attention call, in order, its outermost ops (no op above them) in order: (name, stage, Input Dims)."""
+    rows = trace.sql(
+        """SELECT s.call_id, list((c.name, s.stage, CAST(c.input_dims AS VARCHAR)) ORDER BY c.ts_ns)
+           FROM cpu_stages s JOIN cpu_slices c USING (id) LEFT JOIN cpu_slices p ON p.id = c.parent_id
+           WHERE s.call_id IS NOT NULL AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'
+           GROUP BY s.call_id ORDER BY min(c.ts_ns)"""
+    ).rows()
+    return {call: [tuple(op.values()) for op in ops] for call, ops in rows}
+
+
 def _outer_call_ops(trace) -> Counter:
-    """(name, stage) of every outermost op inside an attention call (its parent is no op), counted."""
-    return Counter(
-        trace.sql(
-            """SELECT c.name, s.stage FROM cpu_stages s JOIN cpu_slices c USING (id)
-               LEFT JOIN cpu_slices p ON p.id = c.parent_id
-               WHERE s.call_id IS NOT NULL AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'"""
-        ).rows()
-    )
+    """(name, stage) of every outermost op inside an attention call, counted."""
+    return Counter(op[:2] for ops in _per_call(trace).values() for op in ops)
+
+
+def _top_ops(trace, call_id: int) -> list[tuple[str, str]]:
+    """(name, stage) of the call's outermost ops, in order."""
+    return [op[:2] for op in _per_call(trace)[call_id]]
 
 
 def _tiny_model(family: str, attn: str = "eager"):
@@ -398,25 +417,14 @@ def test_generation_steps_match_the_labelled_ones(tmp_path, family, attn):
 
     handle = capture.label_modules(model)
     with _record(tmp_path, "labelled", generate, ids) as trace:
-        labelled = _per_call(trace)
+        labelled = list(_per_call(trace).values())
     handle.remove()
     with _record(tmp_path, "bare", generate, ids) as trace:
-        bare = _per_call(trace)
+        bare = list(_per_call(trace).values())
     assert len(labelled) == 6  # 2 layers x (prefill + 2 decode steps)
     decode = labelled[-1]
     assert ("aten::linear", "qkv_proj") in {op[:2] for op in decode} and "[[2,1,32]" in decode[0][2]
     assert bare == labelled
-
-
-def _per_call(trace) -> list[list[tuple]]:
-    """Each attention call's outermost ops (name, stage, Input Dims) in order, the calls in order."""
-    rows = trace.sql(
-        """SELECT list((c.name, s.stage, CAST(c.input_dims AS VARCHAR)) ORDER BY c.ts_ns)
-           FROM cpu_stages s JOIN cpu_slices c USING (id) LEFT JOIN cpu_slices p ON p.id = c.parent_id
-           WHERE s.call_id IS NOT NULL AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'
-           GROUP BY s.call_id ORDER BY min(c.ts_ns)"""
-    ).rows()
-    return [[tuple(op.values()) for op in ops] for (ops,) in rows]
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
@@ -432,10 +440,10 @@ def test_a_norm_between_two_projections_is_in_the_block(tmp_path, attn):
     ids = torch.randint(0, 64, (2, 16))
     handle = capture.label_modules(model)
     with _record(tmp_path, "labelled", lambda x: model(x, use_cache=False), ids) as trace:
-        labelled = _per_call(trace)
+        labelled = list(_per_call(trace).values())
     handle.remove()
     with _record(tmp_path, "bare", lambda x: model(x, use_cache=False), ids) as trace:
-        bare = _per_call(trace)
+        bare = list(_per_call(trace).values())
     assert len(labelled) == len(bare) == 2
     assert [op[:2] for op in labelled[1] if op[0] in ("aten::linear", "aten::pow", "aten::rsqrt")] == [
         ("aten::linear", "qkv_proj"),
@@ -469,26 +477,24 @@ def test_an_rmsnorm_written_in_ops_is_qk_norm(tmp_path, attn, labels):
     model = _tiny_model("qwen3", attn)
     handle = capture.label_modules(model) if labels else None
     with _record(tmp_path, "qwen3", lambda x: model(x, use_cache=False), torch.randint(0, 64, (2, 16))) as trace:
-        calls = _per_call(trace)
+        calls = list(_per_call(trace).values())
     if handle is not None:
         handle.remove()
     assert len(calls) == 2
     for ops in calls:
-        names = [op[0] for op in ops]
-        stages = {op[0]: set() for op in ops}
-        for name, stage, _ in ops:
-            stages[name].add(stage)
-        assert names.count("aten::rsqrt") == 2 and stages["aten::rsqrt"] == {"qk_norm"}
-        assert stages["aten::pow"] == stages["aten::mean"] == {"qk_norm"}
-        # Each norm: its 8 ops, right after the projection's view.
+        stages = {(name, stage) for name, stage, _ in ops}
+        assert {stage for name, stage in stages if name in ("aten::rsqrt", "aten::pow", "aten::mean")} == {"qk_norm"}
+        # Each norm: its 8 ops (q's, then k's), right after its projection's view.
         norms = [i for i, op in enumerate(ops) if op[1] == "qk_norm"]
-        assert len(norms) == 16 and [ops[i - 1][0] for i in norms if ops[i - 1][1] != "qk_norm"] == ["aten::view"] * 2
-        rope = [op for op in ops if op[1] == "rope"]
-        assert {name for name, _, _ in rope} == {"aten::mul", "aten::neg", "aten::cat", "aten::add"}
-        assert all(dims.startswith("[[2,") and dims.count(",") >= 3 for name, _, dims in rope if name == "aten::mul")
-        assert (
-            len([1 for name, _, _ in rope if name == "aten::mul"]) == 4
-        )  # q * cos, rot(q) * sin, k * cos, rot(k) * sin
+        assert [ops[i][0] for i in norms].count("aten::rsqrt") == 2 and len(norms) == 16
+        assert [ops[i - 1][0] for i in norms if ops[i - 1][1] != "qk_norm"] == ["aten::view"] * 2
+        rope = [(name, dims) for name, stage, dims in ops if stage == "rope"]
+        assert {name for name, _ in rope} == {"aten::mul", "aten::neg", "aten::cat", "aten::add"}
+        # q * cos, rot(q) * sin, k * cos, rot(k) * sin: 4-D heads by a table, not the norms' 4-D by [.., 1]
+        muls = [dims for name, dims in rope if name == "aten::mul"]
+        assert len(muls) == 4 and all(
+            dims.split("],")[0].count(",") == 3 and not dims.endswith(",1]]") for dims in muls
+        )
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
@@ -501,7 +507,7 @@ def test_a_rotation_written_with_sub_is_rope(tmp_path, attn):
     model = _tiny_model("deepseek_v3", attn)
     handle = capture.label_modules(model)
     with _record(tmp_path, "dsv3", lambda x: model(x, use_cache=False), torch.randint(0, 64, (2, 16))) as trace:
-        (ops,) = _per_call(trace)
+        (ops,) = _per_call(trace).values()
     handle.remove()
     rope = [(name, dims) for name, stage, dims in ops if stage == "rope"]
     assert sorted({name for name, _ in rope}) == ["aten::add", "aten::cat", "aten::mul", "aten::sub"]
@@ -515,16 +521,6 @@ def test_a_rotation_written_with_sub_is_rope(tmp_path, attn):
     assert {stage for _, stage, _ in ops} <= {"qkv_proj", "qk_norm", "layout", "rope", "other", "out_proj"} | (
         {"qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul"} if attn == "eager" else set()
     )
-
-
-def _top_ops(trace, call_id: int) -> list[tuple[str, str]]:
-    """(name, stage) of the call's outermost ops (no op above them), in order."""
-    return trace.sql(
-        f"""SELECT c.name, s.stage FROM cpu_stages s JOIN cpu_slices c USING (id)
-            LEFT JOIN cpu_slices p ON p.id = c.parent_id
-            WHERE s.call_id = {call_id} AND c.kind = 'cpu_op' AND p.kind IS DISTINCT FROM 'cpu_op'
-            ORDER BY c.ts_ns"""
-    ).rows()
 
 
 class _FlashLayoutBlock(torch.nn.Module):
