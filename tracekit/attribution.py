@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import duckdb
 
-from . import backward, eager, modules, names, sqltext, stages
+from . import backward, eager, kernel_blocks, modules, names, sqltext, stages
 from .sqltext import literal
 
 CORE_STAGES = stages.core()
@@ -467,7 +467,7 @@ def _gpu_op_stages(con, kind: str) -> None:
     cpu_decided = f"cpu_source IN ('label', 'module', 'op', '{backward.SOURCE}')"
     con.execute(
         f"""
-        CREATE {kind} gpu_op_stage_decisions AS
+        CREATE OR REPLACE TEMP TABLE _gdec AS
         WITH k AS (
             SELECT g.id, g.trace_id, g.kind, g.name, g.dur_ns, g.orphan, c.stage AS cpu_stage, c.source AS cpu_source,
                    c.call_id, c.rule AS cpu_rule, gl.d AS gpu_label, km.m AS km, p.pos::DOUBLE AS launch_pos
@@ -526,10 +526,26 @@ def _gpu_op_stages(con, kind: str) -> None:
                        AS attention_kernel,
                    km.impl AS kernel_impl
             FROM s
-        ) WHERE NOT ({_GPU_UNDECIDED} AND attention_kernel IS NOT DISTINCT FROM false)
+        )
         """
     )
     con.execute("DROP TABLE _gpu_label")
+    # Graph replays and compiled regions: the blocks a stream's kernel order shows around attention
+    # kernels that no CPU call holds.
+    kernel_blocks.find(con, "_gdec")
+    con.execute(
+        f"""
+        CREATE {kind} gpu_op_stage_decisions AS
+        SELECT * FROM (
+            SELECT d.id, d.trace_id, coalesce(b.stage, d.stage) AS stage, coalesce(b.source, d.source) AS source,
+                   coalesce(b.call_id, d.call_id) AS call_id, coalesce(b.rule, d.rule) AS rule,
+                   coalesce(b.attention_kernel, d.attention_kernel) AS attention_kernel, d.kernel_impl
+            FROM _gdec d LEFT JOIN _kblock b USING (id)
+        ) WHERE NOT ({_GPU_UNDECIDED} AND attention_kernel IS NOT DISTINCT FROM false)
+        """
+    )
+    con.execute("DROP TABLE _gdec")
+    con.execute("DROP TABLE _kblock")
 
 
 _SHAPE_COLUMNS = ("batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "batch_heads", "causal", "dtype")

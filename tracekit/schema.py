@@ -414,7 +414,7 @@ trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 kind VARCHAR  kernel, memcpy or memset.
 name VARCHAR  Kernel name.
 stage VARCHAR <not_null in:stages>  Attention stage (see cpu_stages.stage).
-source VARCHAR  What decided: label, module, op, backward (launched by autograd for a decided forward op), gpu_annotation, kernel, or none (then stage is other).
+source VARCHAR  What decided: label, module, op, backward (launched by autograd for a decided forward op), gpu_annotation, kernel, sequence (its place in the stream's kernel order around an attention kernel no CPU op holds: tracekit/kernel_blocks.py), or none (then stage is other).
 call_id BIGINT <ref:attention_calls.call_id>  Attention call (attention_calls.call_id); an attention kernel outside any call is a call of its own.
 rule VARCHAR  The pattern of the deciding rule.
 attention_kernel BOOLEAN  Counted in kernel-level attention time: an attention kernel by name, or a kernel of stage KERNEL_LEVEL_LIST.

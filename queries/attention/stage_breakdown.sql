@@ -2,7 +2,8 @@
 --
 -- Every GPU op has a stage (gpu_op_stages): from an enclosing stage label, else an
 -- enclosing module scope, else its launching op, else its kernel name, and in a training step's backward
--- from the forward op autograd ran it for; everything else is "other". gpu_ns sums the
+-- from the forward op autograd ran it for; around an attention kernel no CPU op holds (graph replays,
+-- compiled regions), from its place in the stream's kernel order; everything else is "other". gpu_ns sums the
 -- GPU ops' durations and share_pct is the stage's share of the trace's GPU op time.
 -- CPU ops (cpu_op, runtime and driver slices) get stages by the same labels and op
 -- rules, and cpu_ns sums their self time, so a CPU-only trace still gets an answer.
@@ -30,6 +31,7 @@
 -- @column gpu_by_backward BIGINT         GPU ops autograd ran for a forward op of this stage (source backward: the op's Sequence number).
 -- @column cpu_by_backward BIGINT         CPU ops decided so.
 -- @column backward_gpu_ns BIGINT         GPU time of this stage in a training step's backward: autograd's work for its forward ops, and the fused backward ops' kernels (calls with direction backward), ns.
+-- @column gpu_by_sequence BIGINT         GPU ops decided by their place in a stream's kernel order around an attention kernel no CPU op holds (graph replays, compiled regions).
 WITH gpu AS (
     SELECT trace_id, stage, count(*) AS gpu_ops, sum(dur_ns)::BIGINT AS gpu_ns,
            count(*) FILTER (WHERE source = 'label') AS gpu_by_label,
@@ -38,6 +40,7 @@ WITH gpu AS (
            count(*) FILTER (WHERE source = 'gpu_annotation') AS gpu_by_gpu_annotation,
            count(*) FILTER (WHERE source = 'kernel') AS gpu_by_kernel,
            count(*) FILTER (WHERE source = 'backward') AS gpu_by_backward,
+           count(*) FILTER (WHERE source = 'sequence') AS gpu_by_sequence,
            coalesce(sum(dur_ns) FILTER (WHERE source = 'backward' OR backward_call), 0)::BIGINT AS backward_gpu_ns
     FROM (SELECT s.*, coalesce(c.direction = 'backward', false) AS backward_call
           FROM gpu_op_stages s LEFT JOIN attention_calls c USING (call_id))
@@ -64,12 +67,13 @@ joined AS (
            coalesce(c.cpu_by_label, 0) AS cpu_by_label, coalesce(c.cpu_by_module, 0) AS cpu_by_module,
            coalesce(c.cpu_by_op, 0) AS cpu_by_op,
            coalesce(g.gpu_by_backward, 0) AS gpu_by_backward, coalesce(c.cpu_by_backward, 0) AS cpu_by_backward,
-           coalesce(g.backward_gpu_ns, 0) AS backward_gpu_ns
+           coalesce(g.backward_gpu_ns, 0) AS backward_gpu_ns, coalesce(g.gpu_by_sequence, 0) AS gpu_by_sequence
     FROM gpu g FULL OUTER JOIN cpu c ON c.trace_id = g.trace_id AND c.stage = g.stage
 )
 SELECT t.trace, t.rank, j.stage, j.gpu_ops, j.gpu_ns,
        round(100.0 * j.gpu_ns / nullif(sum(j.gpu_ns) OVER (PARTITION BY j.trace_id), 0), 3) AS share_pct,
        j.cpu_ops, j.cpu_ns, j.gpu_by_label, j.gpu_by_module, j.gpu_by_op, j.gpu_by_gpu_annotation, j.gpu_by_kernel,
-       j.cpu_by_label, j.cpu_by_module, j.cpu_by_op, j.gpu_by_backward, j.cpu_by_backward, j.backward_gpu_ns
+       j.cpu_by_label, j.cpu_by_module, j.cpu_by_op, j.gpu_by_backward, j.cpu_by_backward, j.backward_gpu_ns,
+       j.gpu_by_sequence
 FROM joined j JOIN traces t USING (trace_id)
 ORDER BY t.trace, j.gpu_ns DESC, j.cpu_ns DESC, j.stage;

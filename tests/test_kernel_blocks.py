@@ -1,0 +1,166 @@
+"""Attention blocks read from a stream's kernel order (tracekit/kernel_blocks.py): graph replays
+and compiled regions, where no CPU op says which kernels are the attention layer's.
+
+Synthetic traces whose ground truth is known by construction (each kernel's role is given where
+it is placed), and the shared SGLang decode trace (one hipGraphLaunch per step)."""
+
+from __future__ import annotations
+
+from synthetic import TraceBuilder
+
+import tracekit
+from tracekit import kernel_blocks
+
+GEMM_QKV = "Cijk_Alik_Bljk_BBS_MT64x32x256"
+GEMM_O = "Cijk_Alik_Bljk_BBS_MT16x32x512"
+GEMM_UP = "Cijk_Alik_Bljk_BBS_MT256x32x64"
+GEMM_DOWN = "Cijk_Alik_Bljk_BBS_MT32x32x256"
+NORM = "add_rmsnorm_quant_kernel_256"
+QK_NORM = "add_rmsnorm_quant_kernel_64"
+COPY = "elementwise_kernel_direct_copy"
+
+
+def _layer(attention=("paged_attention_ll4mi_QKV_kernel", "paged_attention_ll4mi_reduce_kernel"), pre=None, post=()):
+    """One decoder layer of a graph-replayed decode step: (kernel name, expected stage) in stream order."""
+    if pre is None:
+        pre = [(COPY, "layout"), (QK_NORM, "qk_norm"), (COPY, "layout"), (QK_NORM, "qk_norm"),
+               ("rotary_embedding_kernel", "rope"), ("store_kvcache", "kv_cache")]  # fmt: skip
+    return [
+        (NORM, "other"),  # the layer's input norm: outside the attention block
+        (GEMM_QKV, "qkv_proj"),
+        *pre,
+        *[(a, "fused_attention") for a in attention],
+        *post,
+        (GEMM_O, "out_proj"),
+        (NORM, "other"),
+        (GEMM_UP, "other"),
+        ("act_and_mul_kernel", "other"),
+        (GEMM_DOWN, "other"),
+    ]
+
+
+def _load(tmp_path, layers, name="graph.json.gz", steps=2):
+    """``steps`` graph launches of ``layers`` (lists of (kernel, expected stage)): the trace, and per
+    step the expected stage of each of its kernels in order."""
+    b = TraceBuilder()
+    expected = []
+    for step in range(steps):
+        kernels = [k for layer in layers for k in layer]
+        b.graph_launch(10_000 + step * 1_000_000, [(k[0], None, 2_000, *k[2:]) for k in kernels])
+        expected += [k[1] for k in kernels]
+    b.finish()
+    b.write(tmp_path / name)
+    return tracekit.load(tmp_path / name), expected
+
+
+def _rows(trace):
+    return trace.sql(
+        """SELECT g.name, s.stage, s.source, s.call_id FROM gpu_ops g JOIN gpu_op_stages s USING (id)
+           ORDER BY g.ts_ns, g.id"""
+    ).rows()
+
+
+def test_graph_layer_block_by_construction(tmp_path):
+    trace, expected = _load(tmp_path, [_layer(), _layer()])
+    rows = _rows(trace)
+    assert [r[1] for r in rows] == expected
+    # One call per layer and step: the paged kernel and its reduction are one attention, and every
+    # kernel of the block carries that call.
+    calls = trace.query("attention_calls").to_dicts()
+    assert len(calls) == 4 and {c["gpu_ops"] for c in calls} == {10} and {c["call_source"] for c in calls} == {"kernel"}
+    assert {c["op"] for c in calls} == {"paged_attention_ll4mi_QKV_kernel"}
+    in_block = [r for r in rows if r[1] != "other"]
+    assert all(r[3] is not None for r in in_block)
+    # What the kernel rules name keeps source kernel; the GEMMs, norms and copies are the sequence's.
+    sources = {(r[0], r[2]) for r in in_block}
+    assert ("rotary_embedding_kernel", "kernel") in sources and ("store_kvcache", "kernel") in sources
+    assert {s for n, s in sources if n in (GEMM_QKV, GEMM_O, QK_NORM, COPY)} == {kernel_blocks.SOURCE}
+    (seq,) = [r for r in trace.query("stage_breakdown").to_dicts() if r["stage"] == "qkv_proj"]
+    assert seq["gpu_by_sequence"] == 4 and seq["gpu_ns"] == 4 * 2_000
+
+
+def test_separate_q_k_v_gemms_and_a_tp_all_reduce(tmp_path):
+    layer = [
+        (NORM, "other"),
+        (GEMM_QKV, "qkv_proj"),
+        (GEMM_QKV, "qkv_proj"),
+        (GEMM_QKV, "qkv_proj"),
+        ("rotary_embedding_kernel", "rope"),
+        ("flash_fwd_kernel", "fused_attention"),
+        (COPY, "layout"),
+        (GEMM_O, "out_proj"),
+        ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "out_proj"),
+        (NORM, "other"),
+        (GEMM_UP, "other"),
+        ("ncclDevKernel_AllGather_RING_LL", "other"),
+    ]
+    trace, expected = _load(tmp_path, [layer])
+    assert [r[1] for r in _rows(trace)] == expected
+
+
+def test_no_gemm_within_reach_leaves_that_side_alone(tmp_path):
+    far = [(COPY, "other")] * (kernel_blocks.PRE_REACH + 1)
+    layer = [(NORM, "other"), (GEMM_QKV, "other"), *far, ("flash_fwd_kernel", "fused_attention"),
+             *[(COPY, "other")] * (kernel_blocks.POST_REACH + 1), (GEMM_O, "other")]  # fmt: skip
+    trace, expected = _load(tmp_path, [layer])
+    assert [r[1] for r in _rows(trace)] == expected
+    # At the reach exactly, both sides widen.
+    near = [(NORM, "other"), (GEMM_QKV, "qkv_proj"), *[(COPY, "layout")] * kernel_blocks.PRE_REACH,
+            ("flash_fwd_kernel", "fused_attention"), *[(COPY, "layout")] * kernel_blocks.POST_REACH,
+            (GEMM_O, "out_proj")]  # fmt: skip
+    trace, expected = _load(tmp_path, [near], name="near.json.gz")
+    assert [r[1] for r in _rows(trace)] == expected
+
+
+def test_walk_stops_at_a_copy_a_collective_and_a_backward_kernel(tmp_path):
+    layer = [
+        (GEMM_QKV, "other"),
+        ("Memcpy DtoD (Device -> Device)", "other", {"bytes": 4096}),  # a copy: the walk back stops here
+        ("rotary_embedding_kernel", "rope"),
+        ("flash_fwd_kernel", "fused_attention"),
+        ("ncclDevKernel_AllGather_RING_LL", "other"),  # a collective: the walk forward stops
+        (GEMM_O, "other"),
+        (GEMM_QKV, "other"),  # backward: dO's GEMMs before, dQKV's after; neither is widened
+        ("flash_bwd_dq_dk_dv_loop_kernel", "fused_attention"),
+        (GEMM_O, "other"),
+    ]
+    trace, expected = _load(tmp_path, [layer], steps=1)
+    rows = _rows(trace)
+    assert [r[1] for r in rows] == expected
+    # No side widened: only the attention kernels are in calls (the rope kernel keeps its stage, not a call).
+    assert [r[3] is not None for r in rows] == [s == "fused_attention" for s in expected]
+
+
+def test_a_kernel_of_a_cpu_call_is_not_taken(tmp_path):
+    """A kernel its launching op decided (here an SDPA op's call) stays that op's: the walk stops at it."""
+    b = TraceBuilder()
+    b.op_with_kernels("aten::_scaled_dot_product_flash_attention", 1_000, [("flash_fwd_kernel", None, 2_000)])
+    b.graph_launch(20_000, [(COPY, None, 1_000), ("flash_fwd_kernel", None, 2_000), (GEMM_O, None, 2_000)])
+    b.finish()
+    b.write(tmp_path / "mixed.json.gz")
+    rows = _rows(tracekit.load(tmp_path / "mixed.json.gz"))
+    assert [(r[1], r[2]) for r in rows] == [
+        ("fused_attention", "op"),
+        ("other", "none"),  # no GEMM before it short of the op's kernel: not taken
+        ("fused_attention", "kernel"),
+        ("out_proj", kernel_blocks.SOURCE),
+    ]
+    assert rows[0][3] != rows[2][3] == rows[3][3]
+
+
+def test_sglang_hip_graph_decode_blocks(load_shared):
+    trace = load_shared("tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz")
+    rows = trace.sql(
+        """SELECT s.stage, s.source, count(*) AS n, count(DISTINCT s.call_id) AS calls
+           FROM gpu_op_stages s JOIN gpu_ops g USING (id) WHERE g.name LIKE 'Cijk%' GROUP BY ALL ORDER BY ALL"""
+    ).rows()
+    # 36 layers: each layer's fused QKV GEMM and o_proj GEMM join its call; the MLP's GEMMs (and
+    # the LM head) stay other.
+    assert rows == [("other", "none", 73, 0), ("out_proj", "sequence", 36, 36), ("qkv_proj", "sequence", 36, 36)]
+    calls = trace.query("attention_calls").to_dicts()
+    # The paged kernel and its split-KV reduction are one call per layer.
+    assert len(calls) == 36 and all(c["gpu_ops"] == 10 for c in calls)
+    qk = trace.sql(
+        "SELECT DISTINCT s.stage FROM gpu_op_stages s JOIN gpu_ops g USING (id) WHERE g.name LIKE '%rmsnorm_quant%Li64%'"
+    )["stage"]
+    assert qk.to_list() == ["qk_norm"]

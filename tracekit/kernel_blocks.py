@@ -1,0 +1,183 @@
+"""Attention blocks found in a GPU stream's kernel sequence, where no CPU op tells them.
+
+A CUDA/HIP-graph replay (one ``hipGraphLaunch`` owns a decode step's hundreds of kernels) or a
+compiled region (``Torch-Compiled Region`` launches every kernel of the graph) leaves the kernel
+name as the only fact about a GPU op: the attention kernel is found by name (a call of its own,
+source ``kernel``), and the projections, q/k norms and copies around it were ``other``. On one
+stream, an attention layer runs in a fixed order, and this module reads it from the sequence:
+
+    ... GEMM (qkv_proj) [norms, rotary, KV-cache writes, copies] ATTENTION [copies] GEMM (out_proj) [all-reduce]
+
+For each run of adjacent attention kernels with no CPU call (a paged kernel and its split-KV
+reduction are one call), going back: the non-GEMM kernels up to the nearest GEMM, at most
+``PRE_REACH`` of them, then that GEMM and the GEMMs right before it (separate q, k and v
+projections; at most ``QKV_GEMMS``); going forward: at most ``POST_REACH`` kernels up to the next
+GEMM, that GEMM, and a tensor-parallel all-reduce right after it. No GEMM within reach: no
+widening on that side (a call is never widened over kernels it cannot bound). The walk stops at
+a kernel some other layer decided (a label, module, op or another call), a copy or memset, a
+collective, the previous call's block and a backward attention kernel's run (backward runs the
+layer in reverse: its GEMMs around the kernel are the other projections' gradients).
+
+A GEMM is a kernel whose ``rule_op_categories`` kernel category is ``GEMM`` (a user folder's
+rows first, as in ``op_summary``). The kernels between are: their kernel rule's stage where it
+names one (``rope``, ``kv_cache``, ``layout``, and a ``call``-context rule now that they are in a
+call), a norm kernel before the core ``qk_norm``, else ``layout``. Decided here: source
+``sequence``; by their kernel rule, still ``kernel``.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from . import sqltext
+from .eager import TP_REDUCTION
+
+PRE_REACH = 12  # non-GEMM kernels between the QKV GEMM and the attention kernel (SGLang's Qwen3 decode: 6)
+POST_REACH = 4  # kernels between the attention kernel and the output GEMM
+QKV_GEMMS = 6  # consecutive GEMMs before the middle: q, k, v (and a joint block's second q, k, v)
+SOURCE = "sequence"
+BACKWARD_KERNEL = r"(?i)bwd|backward|bprop|dgrad|wgrad"
+# Kernel-rule stages that say only what a kernel computes: its side of the core says which stage.
+_POSITIONAL = ("proj", "matmul", "norm")
+
+
+def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
+    """Create ``_kblock`` (id, call_id, stage, source, rule, attention_kernel): the GPU ops that
+    the kernel-sequence blocks of ``decisions`` (rows of every GPU op: id, stage, source,
+    call_id) take in, and the attention kernels whose call merges into the run's first."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _kblock (id BIGINT, call_id BIGINT, stage VARCHAR, source VARCHAR, "
+        "rule VARCHAR, attention_kernel BOOLEAN)"
+    )
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _kstreams AS
+            SELECT DISTINCT g.trace_id, g.device, g.stream
+            FROM {decisions} d JOIN gpu_ops g USING (id)
+            WHERE d.source = 'kernel' AND d.call_id = d.id"""
+    )
+    if not con.execute("SELECT count(*) FROM _kstreams").fetchall()[0][0]:
+        con.execute("DROP TABLE _kstreams")
+        return
+    sqltext.first_match(
+        con,
+        "_kcat",
+        "SELECT DISTINCT name FROM gpu_ops JOIN _kstreams USING (trace_id, device, stream)",
+        "rule_op_categories",
+        "category := r.category",
+        on="AND r.applies_to = 'kernel'",
+    )
+    positional = sqltext.in_list(_POSITIONAL)
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _kseq AS
+        WITH s AS (
+            SELECT g.id, g.trace_id, g.device, g.stream, g.name,
+                   row_number() OVER (PARTITION BY g.trace_id, g.device, g.stream ORDER BY g.ts_ns, g.id) AS k,
+                   d.source = 'kernel' AND d.call_id = d.id AS own,
+                   d.source IN ('none', 'kernel') AND d.call_id IS NULL
+                       AND g.kind = 'kernel' AND coalesce(c.m.category, '') NOT IN ('communication', 'memcpy') AS free,
+                   coalesce(c.m.category = 'GEMM', false) AS gemm,
+                   coalesce(c.m.category = 'norm', false) AS norm,
+                   g.kind = 'kernel' AND regexp_matches(g.name, {sqltext.literal(TP_REDUCTION)})
+                       AND d.source = 'none' AND d.call_id IS NULL AS reduction,
+                   km.m AS km
+            FROM gpu_ops g JOIN _kstreams USING (trace_id, device, stream)
+            JOIN {decisions} d USING (id)
+            LEFT JOIN _kcat c ON c.name = g.name
+            LEFT JOIN _kernel_match km ON km.name = g.name
+        )
+        SELECT *, own OR free AS open, free AND gemm AS free_gemm FROM s
+        """
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _kruns AS
+        WITH runs AS (
+            SELECT trace_id, device, stream, min(k) AS k0, max(k) AS k1, arg_min(id, k) AS call_id,
+                   bool_or(regexp_matches(name, {sqltext.literal(BACKWARD_KERNEL)})) AS backward
+            FROM (SELECT *, k - row_number() OVER (PARTITION BY trace_id, device, stream ORDER BY k) AS grp
+                  FROM _kseq WHERE own)
+            GROUP BY trace_id, device, stream, grp
+        ),
+        -- Per kernel: the nearest closed kernel and free GEMM on each side (closed: not open).
+        w AS (
+            SELECT trace_id, device, stream, k,
+                   max(CASE WHEN NOT open THEN k END) OVER up AS closed_before,
+                   max(CASE WHEN free_gemm THEN k END) OVER up AS gemm_before,
+                   max(CASE WHEN NOT free_gemm THEN k END) OVER up AS not_gemm_before,
+                   min(CASE WHEN NOT open THEN k END) OVER down AS closed_after,
+                   min(CASE WHEN free_gemm THEN k END) OVER down AS gemm_after
+            FROM _kseq
+            WINDOW up AS (PARTITION BY trace_id, device, stream ORDER BY k ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                   down AS (PARTITION BY trace_id, device, stream ORDER BY k ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)
+        ),
+        bounded AS (
+            SELECT r.*, a.closed_before, a.gemm_before, b.closed_after, b.gemm_after,
+                   lag(r.k1, 1, 0) OVER s AS prev_k1, lead(r.k0, 1, 9e18::BIGINT) OVER s AS next_k0
+            FROM runs r
+            JOIN w a ON a.trace_id = r.trace_id AND a.device IS NOT DISTINCT FROM r.device
+                    AND a.stream IS NOT DISTINCT FROM r.stream AND a.k = r.k0
+            JOIN w b ON b.trace_id = r.trace_id AND b.device IS NOT DISTINCT FROM r.device
+                    AND b.stream IS NOT DISTINCT FROM r.stream AND b.k = r.k1
+            WINDOW s AS (PARTITION BY r.trace_id, r.device, r.stream ORDER BY r.k0)
+        ),
+        post AS (
+            SELECT *, CASE WHEN NOT backward AND gemm_after < coalesce(closed_after, 9e18) AND gemm_after < next_k0
+                                AND gemm_after - k1 - 1 <= {POST_REACH} THEN gemm_after END AS out_k
+            FROM bounded
+        ),
+        pre AS (
+            SELECT *, CASE WHEN NOT backward AND gemm_before > greatest(coalesce(closed_before, 0), prev_k1, prev_out)
+                                AND k0 - gemm_before - 1 <= {PRE_REACH} THEN gemm_before END AS qkv_k
+            FROM (SELECT *, coalesce(lag(out_k) OVER s, 0) AS prev_out FROM post
+                  WINDOW s AS (PARTITION BY trace_id, device, stream ORDER BY k0))
+        )
+        SELECT p.*, greatest(coalesce(w.not_gemm_before, 0), p.prev_k1, p.prev_out, p.qkv_k - {QKV_GEMMS}) + 1 AS qkv_k0
+        FROM pre p
+        LEFT JOIN w ON w.trace_id = p.trace_id AND w.device IS NOT DISTINCT FROM p.device
+                   AND w.stream IS NOT DISTINCT FROM p.stream AND w.k = p.qkv_k
+        """
+    )
+    # Each kernel in one run's block: its run and its place (the run; the QKV GEMMs; between them
+    # and the run; between the run and the output GEMM; the output GEMM; the all-reduce after it).
+    con.execute(
+        f"""
+        INSERT INTO _kblock
+        -- A block spans at most QKV_GEMMS + PRE_REACH + POST_REACH + 2 kernels beside its run: its
+        -- positions, listed, join the sequence on equality (a range join would pair every run of a
+        -- stream with every kernel of it).
+        WITH spans AS (
+            SELECT *, unnest(range(coalesce(qkv_k0, k0), coalesce(out_k + 1, k1) + 1)) AS at_k FROM _kruns
+        ),
+        placed AS (
+            SELECT q.*, r.call_id AS run_call,
+                   CASE WHEN q.k BETWEEN r.k0 AND r.k1 THEN 'run'
+                        WHEN q.k BETWEEN r.qkv_k0 AND r.qkv_k THEN 'qkv'
+                        WHEN q.k > r.qkv_k AND q.k < r.k0 THEN 'pre'
+                        WHEN q.k > r.k1 AND q.k < r.out_k THEN 'post'
+                        WHEN q.k = r.out_k THEN 'out'
+                        WHEN q.k = r.out_k + 1 AND q.reduction THEN 'reduce'
+                   END AS place
+            FROM spans r JOIN _kseq q
+              ON q.trace_id = r.trace_id AND q.device IS NOT DISTINCT FROM r.device
+             AND q.stream IS NOT DISTINCT FROM r.stream AND q.k = r.at_k
+        ),
+        named AS (
+            SELECT *, km.stage IS NOT NULL AND km.stage NOT IN {positional} AS by_rule FROM placed
+            WHERE place IS NOT NULL AND (place <> 'run' OR id <> run_call)
+        )
+        SELECT id, run_call,
+               CASE WHEN place = 'run' THEN NULL
+                    WHEN place IN ('qkv') THEN 'qkv_proj'
+                    WHEN place IN ('out', 'reduce') THEN 'out_proj'
+                    WHEN by_rule THEN km.stage
+                    WHEN place = 'pre' AND (norm OR km.stage = 'norm') THEN 'qk_norm'
+                    ELSE 'layout' END,
+               CASE WHEN place = 'run' OR by_rule THEN 'kernel' ELSE '{SOURCE}' END,
+               CASE WHEN place = 'run' THEN NULL WHEN by_rule THEN km.rule ELSE '{SOURCE}:' || place END,
+               CASE WHEN place = 'run' THEN NULL WHEN by_rule THEN coalesce(km.attention, false) ELSE false END
+        FROM named
+        """
+    )
+    for t in ("_kstreams", "_kcat", "_kseq", "_kruns"):
+        con.execute(f"DROP TABLE {t}")
