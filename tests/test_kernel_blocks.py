@@ -164,3 +164,19 @@ def test_sglang_hip_graph_decode_blocks(load_shared):
         "SELECT DISTINCT s.stage FROM gpu_op_stages s JOIN gpu_ops g USING (id) WHERE g.name LIKE '%rmsnorm_quant%Li64%'"
     )["stage"]
     assert qk.to_list() == ["qk_norm"]
+
+
+def test_adjacent_attention_kernels_merge_only_within_one_implementation(tmp_path):
+    layer = [
+        (GEMM_QKV, "qkv_proj"),
+        ("flash_fwd_splitkv_kernel", "fused_attention"),
+        ("flash_fwd_splitkv_combine_kernel", "fused_attention"),  # flash's split-KV combine: the same call
+        ("sage_fwd", "fused_attention"),  # another library's kernel right after: a call of its own
+        (GEMM_O, "out_proj"),
+    ]
+    trace, expected = _load(tmp_path, [layer], steps=1)
+    rows = _rows(trace)
+    assert [r[1] for r in rows] == expected
+    calls = [r[3] for r in rows]
+    assert calls[0] == calls[1] == calls[2] != calls[3] == calls[4]
+    assert sorted(c["impl"] for c in trace.query("attention_calls").to_dicts()) == ["flash", "sage"]

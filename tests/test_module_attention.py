@@ -223,8 +223,10 @@ def test_attention_kernel_beats_a_kv_cache_name_rule(tmp_path):
         "void tensorrt_llm::kernels::mmha::masked_multihead_attention_kernel<half, 128>(...)": "fused_attention",
     }
     t = 5_000
-    for name in names:
-        b.orphan_kernel(name, t, 10_000)
+    # Each on a stream of its own: these are name rules, and neighbours on one stream would be read
+    # as one attention block (tracekit/kernel_blocks.py; its tests are test_kernel_blocks.py).
+    for stream, name in enumerate(names, start=10):
+        b.orphan_kernel(name, t, 10_000, stream=stream)
         t += 12_000
     b.finish()
     b.write(tmp_path / "t.json")

@@ -8,8 +8,8 @@ stream, an attention layer runs in a fixed order, and this module reads it from 
 
     ... GEMM (qkv_proj) [norms, rotary, KV-cache writes, copies] ATTENTION [copies] GEMM (out_proj) [all-reduce]
 
-For each run of adjacent attention kernels with no CPU call (a paged kernel and its split-KV
-reduction are one call), going back: the non-GEMM kernels up to the nearest GEMM, at most
+For each run of adjacent attention kernels of one implementation with no CPU call (a paged kernel
+and its split-KV reduction are one call), going back: the non-GEMM kernels up to the nearest GEMM, at most
 ``PRE_REACH`` of them, then that GEMM and the GEMMs right before it (separate q, k and v
 projections; at most ``QKV_GEMMS``); going forward: at most ``POST_REACH`` kernels up to the next
 GEMM, that GEMM, and a tensor-parallel all-reduce right after it. No GEMM within reach: no
@@ -88,7 +88,7 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
         ),
         s AS (
             SELECT o.*,
-                   d.source = 'kernel' AND d.call_id = d.id AS own,
+                   d.source = 'kernel' AND d.call_id = d.id AS own, d.kernel_impl AS impl,
                    d.source IN ('none', 'kernel') AND d.call_id IS NULL
                        AND g.kind = 'kernel' AND coalesce(c.category, '') NOT IN ('communication', 'memcpy') AS free,
                    coalesce(c.category = 'GEMM', false) AS gemm,
@@ -109,9 +109,9 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
         WITH runs AS (
             SELECT trace_id, device, stream, min(k) AS k0, max(k) AS k1, arg_min(id, k) AS call_id,
                    bool_or(backward) AS backward
-            FROM (SELECT *, k - row_number() OVER (PARTITION BY trace_id, device, stream ORDER BY k) AS grp
+            FROM (SELECT *, k - row_number() OVER (PARTITION BY trace_id, device, stream, impl ORDER BY k) AS grp
                   FROM _kseq WHERE own)
-            GROUP BY trace_id, device, stream, grp
+            GROUP BY trace_id, device, stream, impl, grp
         ),
         -- Per kernel: the nearest closed kernel and free GEMM on each side (closed: not open).
         w AS (
