@@ -180,3 +180,56 @@ def test_adjacent_attention_kernels_merge_only_within_one_implementation(tmp_pat
     calls = [r[3] for r in rows]
     assert calls[0] == calls[1] == calls[2] != calls[3] == calls[4]
     assert sorted(c["impl"] for c in trace.query("attention_calls").to_dicts()) == ["flash", "sage"]
+
+
+def _piecewise(tmp_path, name, graph: bool):
+    """vLLM's piecewise CUDA graphs by construction: the attention op runs eagerly between two graph
+    replays (``graph``) or two plain launches that hold the projections and the MLP."""
+    b = TraceBuilder()
+    before = [(NORM, None, 2_000), (GEMM_QKV, None, 3_000), ("rotary_embedding_kernel", None, 1_000)]
+    after = [(GEMM_O, None, 2_000), (NORM, None, 2_000), (GEMM_UP, None, 4_000), (GEMM_DOWN, None, 4_000)]
+    if graph:
+        b.graph_launch(1_000, before)
+    else:
+        b.op_with_kernels("aten::linear", 1_000, before)
+    b.op_with_kernels(
+        "vllm::unified_attention_with_output",
+        40_000,
+        [("reshape_and_cache_flash_kernel", None, 1_000), ("flash_fwd_splitkv_kernel", None, 5_000)],
+    )
+    if graph:
+        b.graph_launch(80_000, after)
+    else:
+        b.op_with_kernels("aten::linear", 80_000, after)
+    b.finish()
+    b.write(tmp_path / name)
+    trace = tracekit.load(tmp_path / name)
+    return trace, _rows(trace)
+
+
+def test_piecewise_graphs_widen_an_eager_attention_op(tmp_path):
+    trace, rows = _piecewise(tmp_path, "piecewise.json.gz", graph=True)
+    assert [(r[0], r[1]) for r in rows] == [
+        (NORM, "other"),
+        (GEMM_QKV, "qkv_proj"),
+        ("rotary_embedding_kernel", "rope"),
+        # Launched by the attention op itself, whose rule decides all under it.
+        ("reshape_and_cache_flash_kernel", "fused_attention"),
+        ("flash_fwd_splitkv_kernel", "fused_attention"),
+        (GEMM_O, "out_proj"),
+        (NORM, "other"),
+        (GEMM_UP, "other"),
+        (GEMM_DOWN, "other"),
+    ]
+    (call,) = trace.query("attention_calls").to_dicts()
+    assert (call["call_source"], call["impl"], call["gpu_ops"]) == ("op", "paged", 5)
+    assert {r[3] for r in rows if r[1] != "other"} == {call["call_id"]}
+    # The op's own kernels keep their source; the graph's are the sequence's.
+    assert [r[2] for r in rows[1:6]] == [kernel_blocks.SOURCE, "kernel", "op", "op", kernel_blocks.SOURCE]
+
+
+def test_eager_neighbours_of_an_attention_op_are_not_taken(tmp_path):
+    """Without graphs the ops around the call are on the CPU too: the block search by ops
+    (tracekit/eager.py) decides them, not the kernel order."""
+    _, rows = _piecewise(tmp_path, "eager.json.gz", graph=False)
+    assert [r[1] for r in rows] == ["other", "other", "rope", "fused_attention", "fused_attention"] + ["other"] * 4

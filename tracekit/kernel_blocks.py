@@ -18,6 +18,11 @@ a kernel some other layer decided (a label, module, op or another call), a copy 
 collective, the previous call's block and a backward attention kernel's run (backward runs the
 layer in reverse: its GEMMs around the kernel are the other projections' gradients).
 
+The same walk widens a CPU call that holds an attention kernel and no projection, over kernels of
+graph replays only: vLLM's piecewise CUDA graphs run the attention op eagerly between two replays
+that hold the QKV GEMM before it and the o_proj GEMM after it. Kernels that ops launched are the
+op layers' (the block search by ops, ``eager``), so a plain eager trace is not read this way.
+
 A GEMM is a kernel whose ``rule_op_categories`` kernel category is ``GEMM`` (a user folder's
 rows first, as in ``op_summary``). The kernels between are: their kernel rule's stage where it
 names one (``rope``, ``kv_cache``, ``layout``, and a ``call``-context rule now that they are in a
@@ -49,14 +54,28 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
         "CREATE OR REPLACE TEMP TABLE _kblock (id BIGINT, call_id BIGINT, stage VARCHAR, source VARCHAR, "
         "rule VARCHAR, attention_kernel BOOLEAN)"
     )
+    # CPU calls with an attention kernel and no projection on the GPU (vLLM's piecewise CUDA graphs:
+    # the attention op runs eagerly between graph replays that hold the projections).
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _kcpu AS
+            SELECT call_id FROM {decisions} WHERE call_id IS NOT NULL GROUP BY call_id
+            HAVING bool_or(attention_kernel) AND NOT bool_or(stage IN ('qkv_proj', 'out_proj'))
+               AND NOT bool_or(source = 'kernel' AND call_id = id)"""
+    )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _kstreams AS
             SELECT DISTINCT g.trace_id, g.device, g.stream
             FROM {decisions} d JOIN gpu_ops g USING (id)
-            WHERE d.source = 'kernel' AND d.call_id = d.id"""
+            WHERE d.source = 'kernel' AND d.call_id = d.id
+            UNION
+            (SELECT DISTINCT g.trace_id, g.device, g.stream
+             FROM {decisions} d JOIN gpu_ops g USING (id) WHERE d.call_id IN (SELECT call_id FROM _kcpu)
+             INTERSECT
+             SELECT DISTINCT trace_id, device, stream FROM gpu_ops WHERE via_graph)"""
     )
     if not con.execute("SELECT count(*) FROM _kstreams").fetchall()[0][0]:
-        con.execute("DROP TABLE _kstreams")
+        for t in ("_kstreams", "_kcpu"):
+            con.execute(f"DROP TABLE {t}")
         return
     sqltext.first_match(
         con,
@@ -94,24 +113,42 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
                    coalesce(c.category = 'GEMM', false) AS gemm,
                    coalesce(c.category = 'norm', false) AS norm,
                    g.kind = 'kernel' AND c.reduction AND d.source = 'none' AND d.call_id IS NULL AS reduction,
-                   c.backward, km.m AS km
+                   c.backward, km.m AS km, d.call_id AS dcall, g.via_graph
             FROM o JOIN gpu_ops g USING (id)
             JOIN {decisions} d USING (id)
             JOIN _kname c ON c.name = g.name
             LEFT JOIN _kernel_match km ON km.name = g.name
         )
-        SELECT *, own OR free AS open, free AND gemm AS free_gemm FROM s
+        SELECT *, own OR free AS open, free AND gemm AS free_gemm,
+               own OR (free AND via_graph) AS gopen, free AND gemm AND via_graph AS gfree_gemm FROM s
         """
     )
+    # The graph-only bounds cost five more window aggregates: only when a CPU call may use them.
+    if con.execute("SELECT count(*) FROM _kcpu").fetchall()[0][0]:
+        graph_windows = """max(CASE WHEN NOT gopen THEN k END) OVER up AS g_closed_before,
+                   max(CASE WHEN gfree_gemm THEN k END) OVER up AS g_gemm_before,
+                   max(CASE WHEN NOT gfree_gemm THEN k END) OVER up AS g_not_gemm_before,
+                   min(CASE WHEN NOT gopen THEN k END) OVER down AS g_closed_after,
+                   min(CASE WHEN gfree_gemm THEN k END) OVER down AS g_gemm_after"""
+    else:
+        graph_windows = ", ".join(
+            f"NULL::BIGINT AS g_{c}"
+            for c in ("closed_before", "gemm_before", "not_gemm_before", "closed_after", "gemm_after")
+        )
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _kruns AS
+        -- g: a CPU call's kernels, which take in only kernels of graph replays.
         WITH runs AS (
             SELECT trace_id, device, stream, min(k) AS k0, max(k) AS k1, arg_min(id, k) AS call_id,
-                   bool_or(backward) AS backward
+                   bool_or(backward) AS backward, false AS g
             FROM (SELECT *, k - row_number() OVER (PARTITION BY trace_id, device, stream, impl ORDER BY k) AS grp
                   FROM _kseq WHERE own)
             GROUP BY trace_id, device, stream, impl, grp
+            UNION ALL
+            SELECT trace_id, device, stream, min(k), max(k), dcall, bool_or(backward), true
+            FROM _kseq WHERE dcall IN (SELECT call_id FROM _kcpu)
+            GROUP BY trace_id, device, stream, dcall
         ),
         -- Per kernel: the nearest closed kernel and free GEMM on each side (closed: not open).
         w AS (
@@ -120,13 +157,18 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
                    max(CASE WHEN free_gemm THEN k END) OVER up AS gemm_before,
                    max(CASE WHEN NOT free_gemm THEN k END) OVER up AS not_gemm_before,
                    min(CASE WHEN NOT open THEN k END) OVER down AS closed_after,
-                   min(CASE WHEN free_gemm THEN k END) OVER down AS gemm_after
+                   min(CASE WHEN free_gemm THEN k END) OVER down AS gemm_after,
+                   {graph_windows}
             FROM _kseq
             WINDOW up AS (PARTITION BY trace_id, device, stream ORDER BY k ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
                    down AS (PARTITION BY trace_id, device, stream ORDER BY k ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)
         ),
         bounded AS (
-            SELECT r.*, a.closed_before, a.gemm_before, b.closed_after, b.gemm_after,
+            SELECT r.*,
+                   CASE WHEN r.g THEN a.g_closed_before ELSE a.closed_before END AS closed_before,
+                   CASE WHEN r.g THEN a.g_gemm_before ELSE a.gemm_before END AS gemm_before,
+                   CASE WHEN r.g THEN b.g_closed_after ELSE b.closed_after END AS closed_after,
+                   CASE WHEN r.g THEN b.g_gemm_after ELSE b.gemm_after END AS gemm_after,
                    lag(r.k1, 1, 0) OVER s AS prev_k1, lead(r.k0, 1, 9e18::BIGINT) OVER s AS next_k0
             FROM runs r
             JOIN w a ON a.trace_id = r.trace_id AND a.device IS NOT DISTINCT FROM r.device
@@ -146,7 +188,7 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
             FROM (SELECT *, coalesce(lag(out_k) OVER s, 0) AS prev_out FROM post
                   WINDOW s AS (PARTITION BY trace_id, device, stream ORDER BY k0))
         )
-        SELECT p.*, greatest(coalesce(w.not_gemm_before, 0), p.prev_k1, p.prev_out, p.qkv_k - {QKV_GEMMS}) + 1 AS qkv_k0
+        SELECT p.*, greatest(coalesce(CASE WHEN p.g THEN w.g_not_gemm_before ELSE w.not_gemm_before END, 0), p.prev_k1, p.prev_out, p.qkv_k - {QKV_GEMMS}) + 1 AS qkv_k0
         FROM pre p
         LEFT JOIN w ON w.trace_id = p.trace_id AND w.device IS NOT DISTINCT FROM p.device
                    AND w.stream IS NOT DISTINCT FROM p.stream AND w.k = p.qkv_k
@@ -165,7 +207,7 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
         ),
         placed AS (
             SELECT q.*, r.call_id AS run_call,
-                   CASE WHEN q.k BETWEEN r.k0 AND r.k1 THEN 'run'
+                   CASE WHEN q.k BETWEEN r.k0 AND r.k1 THEN CASE WHEN NOT r.g THEN 'run' END
                         WHEN q.k BETWEEN r.qkv_k0 AND r.qkv_k THEN 'qkv'
                         WHEN q.k > r.qkv_k AND q.k < r.k0 THEN 'pre'
                         WHEN q.k > r.k1 AND q.k < r.out_k THEN 'post'
@@ -193,5 +235,5 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
         FROM named
         """
     )
-    for t in ("_kstreams", "_kcat", "_kname", "_kseq", "_kruns"):
+    for t in ("_kstreams", "_kcpu", "_kcat", "_kname", "_kseq", "_kruns"):
         con.execute(f"DROP TABLE {t}")
