@@ -12,7 +12,7 @@
 -- @column gpu_op_id BIGINT           gpu_ops.id.
 -- @column name VARCHAR               Kernel, memcpy or memset name.
 -- @column stage VARCHAR              Attention stage.
--- @column source VARCHAR             label, op, gpu_annotation, kernel or none.
+-- @column source VARCHAR             label, module, op, backward, gpu_annotation, kernel, sequence (place in the kernel order around an attention kernel) or none.
 -- @column call_id BIGINT             Attention call (attention_calls.call_id), NULL outside one.
 -- @column dur_ns BIGINT              Duration, nanoseconds.
 -- @column ts_ns BIGINT               Start on the GPU, nanoseconds.

@@ -12,7 +12,7 @@
 -- @column kind VARCHAR       kernel, memcpy or memset.
 -- @column name VARCHAR       GPU op name as written.
 -- @column stage VARCHAR      Attention stage (from a GPU annotation or the kernel name, else other).
--- @column source VARCHAR     What decided the stage: gpu_annotation, kernel or none.
+-- @column source VARCHAR     What decided the stage: gpu_annotation, kernel, sequence (place in the kernel order around an attention kernel) or none.
 -- @column ts_ns BIGINT       Start on the GPU, nanoseconds.
 -- @column dur_ns BIGINT      Duration, nanoseconds.
 SELECT t.trace, g.id AS gpu_op_id, g.kind, g.name, s.stage, s.source, g.ts_ns, g.dur_ns
