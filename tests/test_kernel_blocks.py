@@ -233,3 +233,30 @@ def test_eager_neighbours_of_an_attention_op_are_not_taken(tmp_path):
     (tracekit/eager.py) decides them, not the kernel order."""
     _, rows = _piecewise(tmp_path, "eager.json.gz", graph=False)
     assert [r[1] for r in rows] == ["other", "other", "rope", "fused_attention", "fused_attention"] + ["other"] * 4
+
+
+def test_projections_apart_by_inductor_norms_by_construction(tmp_path):
+    """FLUX's joint block as torch.compile ran it: each q/k projection's bias add is fused into the
+    next q/k-norm kernel, so the GEMMs of the two token streams alternate with norm kernels."""
+    img, txt = "Cijk_Alik_Bljk_BBS_MT64x96x128", "Cijk_Alik_Bljk_BBS_MT64x48x256"
+    stat, apply = "triton_per_fused__to_copy_addmm_mean_pow_view_7", "triton_poi_fused_cat_mean_mul_pow_rsqrt_view_9"
+    rope = "triton_poi_fused_cat_mul_neg_stack_sub_transpose_13"
+    block = [
+        (img, "other"),  # the modulation GEMM before the block's input norm
+        ("triton_red_fused_add_addmm_mul_native_layer_norm_split_27", "other"),  # the input norm: the walk stops
+        *[(img, "qkv_proj"), (stat, "qk_norm"), (txt, "qkv_proj"), (stat, "qk_norm"), (apply, "qk_norm")] * 2,
+        (rope, "rope"),
+        (img, "qkv_proj"),  # v: the adjacent group nearest the core
+        (txt, "qkv_proj"),
+        ("sage_quant_kernel", "layout"),
+        ("sage_fwd", "fused_attention"),
+        ("triton_poi_fused_clone_transpose_21", "layout"),
+        (txt, "out_proj"),
+    ]
+    trace, expected = _load(tmp_path, [block], steps=1)
+    assert [r[1] for r in _rows(trace)] == expected
+    # A GEMM of another kernel than the group's ends the walk back: it is not a projection of this block.
+    # A GEMM of another kernel than the group's ends the walk back: not a projection of this block
+    # (and the norm kernel after it, before the first projection, is not the block's either).
+    trace, expected = _load(tmp_path, [[(GEMM_DOWN, "other"), (stat, "other"), *block[2:]]], name="o.json.gz", steps=1)
+    assert [r[1] for r in _rows(trace)] == expected

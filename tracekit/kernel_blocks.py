@@ -12,7 +12,9 @@ For each run of adjacent attention kernels of one implementation with no CPU cal
 and its split-KV reduction are one call), going back: the non-GEMM kernels up to the nearest GEMM, at most
 ``PRE_REACH`` of them, then that GEMM and the GEMMs right before it (separate q, k and v
 projections; at most ``QKV_GEMMS``); going forward: at most ``POST_REACH`` kernels up to the next
-GEMM, that GEMM, and a tensor-parallel all-reduce right after it. No GEMM within reach: no
+GEMM, that GEMM, and a tensor-parallel all-reduce right after it. Projections that other kernels
+keep apart (inductor fuses a projection's bias add into the next q/k-norm kernel) are found
+further back: GEMMs of the adjacent group's own kernel names, up to a norm kernel (``EXT_REACH``). No GEMM within reach: no
 widening on that side (a call is never widened over kernels it cannot bound). The walk stops at
 a kernel some other layer decided (a label, module, op or another call), a copy or memset, a
 collective, the previous call's block and a backward attention kernel's run (backward runs the
@@ -39,6 +41,7 @@ from .eager import TP_REDUCTION
 
 PRE_REACH = 12  # non-GEMM kernels between the QKV GEMM and the attention kernel (SGLang's Qwen3 decode: 6)
 POST_REACH = 4  # kernels between the attention kernel and the output GEMM
+EXT_REACH = 16  # kernels before the adjacent QKV group that may hold its earlier projections (FLUX: 13)
 QKV_GEMMS = 6  # consecutive GEMMs before the middle: q, k, v (and a joint block's second q, k, v)
 SOURCE = "sequence"
 BACKWARD_KERNEL = r"(?i)bwd|backward|bprop|dgrad|wgrad"
@@ -88,7 +91,7 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
     # Per distinct name, not per kernel: a regex over 275k long kernel names took 1.9 s.
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _kname AS
-            SELECT n.name, c.m.category AS category,
+            SELECT n.name, row_number() OVER () AS name_id, c.m.category AS category,
                    regexp_matches(n.name, {sqltext.literal(TP_REDUCTION)}) AS reduction,
                    regexp_matches(n.name, {sqltext.literal(BACKWARD_KERNEL)}) AS backward
             FROM (SELECT DISTINCT name FROM gpu_ops JOIN _kstreams USING (trace_id, device, stream)) n
@@ -113,7 +116,7 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
                    coalesce(c.category = 'GEMM', false) AS gemm,
                    coalesce(c.category = 'norm', false) AS norm,
                    g.kind = 'kernel' AND c.reduction AND d.source = 'none' AND d.call_id IS NULL AS reduction,
-                   c.backward, km.m AS km, d.call_id AS dcall, g.via_graph
+                   c.backward, c.name_id, km.m AS km, d.call_id AS dcall, g.via_graph
             FROM o JOIN gpu_ops g USING (id)
             JOIN {decisions} d USING (id)
             JOIN _kname c ON c.name = g.name
@@ -188,10 +191,46 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
             FROM (SELECT *, coalesce(lag(out_k) OVER s, 0) AS prev_out FROM post
                   WINDOW s AS (PARTITION BY trace_id, device, stream ORDER BY k0))
         )
-        SELECT p.*, greatest(coalesce(CASE WHEN p.g THEN w.g_not_gemm_before ELSE w.not_gemm_before END, 0), p.prev_k1, p.prev_out, p.qkv_k - {QKV_GEMMS}) + 1 AS qkv_k0
+        SELECT row_number() OVER () AS run_id, p.*, greatest(coalesce(CASE WHEN p.g THEN w.g_not_gemm_before ELSE w.not_gemm_before END, 0), p.prev_k1, p.prev_out, p.qkv_k - {QKV_GEMMS}) + 1 AS qkv_k0
         FROM pre p
         LEFT JOIN w ON w.trace_id = p.trace_id AND w.device IS NOT DISTINCT FROM p.device
                    AND w.stream IS NOT DISTINCT FROM p.stream AND w.k = p.qkv_k
+        """
+    )
+    # Projections apart: inductor fuses a projection's bias add into the next q/k-norm kernel, so
+    # FLUX's q, k and v GEMMs alternate with norm kernels. Before the adjacent group, the walk goes on
+    # over at most EXT_REACH kernels to earlier GEMMs of the group's own kernel names (q, k and v
+    # of one width run the same GEMM kernel), stopping at a norm kernel (the layer's input norm), a
+    # GEMM of another name, a closed kernel or the previous block.
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _kext AS
+        WITH look AS (
+            SELECT run_id, trace_id, device, stream, g, qkv_k0, qkv_k, greatest(prev_k1, prev_out) AS floor_k,
+                   unnest(range(greatest(qkv_k0 - {EXT_REACH}, 1), qkv_k + 1)) AS at_k
+            FROM _kruns WHERE qkv_k IS NOT NULL
+        ),
+        j AS (
+            SELECT l.run_id, l.qkv_k0, l.floor_k, q.k, q.name_id, q.norm,
+                   CASE WHEN l.g THEN q.gopen ELSE q.open END AS is_open,
+                   CASE WHEN l.g THEN q.gfree_gemm ELSE q.free_gemm END AS is_gemm
+            FROM look l JOIN _kseq q
+              ON q.trace_id = l.trace_id AND q.device IS NOT DISTINCT FROM l.device
+             AND q.stream IS NOT DISTINCT FROM l.stream AND q.k = l.at_k
+        ),
+        named AS (
+            SELECT j.*, n.names FROM j
+            JOIN (SELECT run_id, list(DISTINCT name_id) AS names FROM j WHERE k >= qkv_k0 GROUP BY run_id) n USING (run_id)
+        ),
+        stops AS (
+            SELECT run_id, coalesce(max(k) FILTER (WHERE k <= floor_k OR NOT is_open OR norm
+                                                      OR (is_gemm AND NOT list_contains(names, name_id))), 0) AS stop_k
+            FROM named WHERE k < qkv_k0 GROUP BY run_id
+        )
+        SELECT n.run_id, min(n.k) AS ext_k0
+        FROM named n JOIN stops s USING (run_id)
+        WHERE n.k < n.qkv_k0 AND n.k > s.stop_k AND n.is_gemm
+        GROUP BY n.run_id
         """
     )
     # Each kernel in one run's block: its run and its place (the run; the QKV GEMMs; between them
@@ -203,12 +242,13 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
         -- positions, listed, join the sequence on equality (a range join would pair every run of a
         -- stream with every kernel of it).
         WITH spans AS (
-            SELECT *, unnest(range(coalesce(qkv_k0, k0), coalesce(out_k + 1, k1) + 1)) AS at_k FROM _kruns
+            SELECT *, unnest(range(coalesce(qkv_lo, k0), coalesce(out_k + 1, k1) + 1)) AS at_k
+            FROM (SELECT r.*, coalesce(e.ext_k0, r.qkv_k0) AS qkv_lo FROM _kruns r LEFT JOIN _kext e USING (run_id))
         ),
         placed AS (
             SELECT q.*, r.call_id AS run_call,
                    CASE WHEN q.k BETWEEN r.k0 AND r.k1 THEN CASE WHEN NOT r.g THEN 'run' END
-                        WHEN q.k BETWEEN r.qkv_k0 AND r.qkv_k THEN 'qkv'
+                        WHEN q.k BETWEEN r.qkv_lo AND r.qkv_k THEN CASE WHEN q.gemm THEN 'qkv' ELSE 'pre' END
                         WHEN q.k > r.qkv_k AND q.k < r.k0 THEN 'pre'
                         WHEN q.k > r.k1 AND q.k < r.out_k THEN 'post'
                         WHEN q.k = r.out_k THEN 'out'
@@ -235,5 +275,5 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
         FROM named
         """
     )
-    for t in ("_kstreams", "_kcpu", "_kcat", "_kname", "_kseq", "_kruns"):
+    for t in ("_kstreams", "_kcpu", "_kcat", "_kname", "_kseq", "_kruns", "_kext"):
         con.execute(f"DROP TABLE {t}")
