@@ -8,14 +8,15 @@ stream, an attention layer runs in a fixed order, and this module reads it from 
 
     ... GEMM (qkv_proj) [norms, rotary, KV-cache writes, copies] ATTENTION [copies] GEMM (out_proj) [all-reduce]
 
-For each run of adjacent attention kernels of one implementation with no CPU call (a paged kernel
-and its split-KV reduction are one call), going back: the non-GEMM kernels up to the nearest GEMM, at most
-``PRE_REACH`` of them, then that GEMM and the GEMMs right before it (separate q, k and v
-projections; at most ``QKV_GEMMS``); going forward: at most ``POST_REACH`` kernels up to the next
-GEMM, that GEMM, and a tensor-parallel all-reduce right after it. Projections that other kernels
-keep apart (inductor fuses a projection's bias add into the next q/k-norm kernel) are found
-further back: GEMMs of the adjacent group's own kernel names, up to a norm kernel (``EXT_REACH``). No GEMM within reach: no
-widening on that side (a call is never widened over kernels it cannot bound). The walk stops at
+For each run of adjacent attention kernels of one implementation with no CPU call (a paged
+kernel and its split-KV reduction are one call), going back: the non-GEMM kernels up to the
+nearest GEMM, at most ``PRE_REACH`` of them, then that GEMM and the GEMMs right before it
+(separate q, k and v projections; at most ``QKV_GEMMS``); going forward: at most ``POST_REACH``
+kernels up to the next GEMM, that GEMM, and a tensor-parallel all-reduce right after it.
+Projections that other kernels keep apart (inductor fuses a projection's bias add into the next
+q/k-norm kernel) are found further back: GEMMs of the adjacent group's own kernel names, up to a
+norm kernel (``EXT_REACH``). No GEMM within reach: no widening on that side (a call is never
+widened over kernels it cannot bound). The walk stops at
 a kernel some other layer decided (a label, module, op or another call), a copy or memset, a
 collective, the previous call's block and a backward attention kernel's run (backward runs the
 layer in reverse: its GEMMs around the kernel are the other projections' gradients).
@@ -275,5 +276,11 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
         FROM named
         """
     )
+    # Blocks are disjoint by construction (each side bounded by its neighbours'): a kernel taken
+    # twice would be a bug, and two rows of one GPU op in gpu_op_stage_decisions.
+    con.execute(
+        "SELECT CASE WHEN count(*) > count(DISTINCT id) THEN error('internal: a kernel in two attention blocks') END "
+        "FROM _kblock"
+    ).fetchall()
     for t in ("_kstreams", "_kcpu", "_kcat", "_kname", "_kseq", "_kruns", "_kext"):
         con.execute(f"DROP TABLE {t}")
