@@ -182,9 +182,10 @@ def test_adjacent_attention_kernels_merge_only_within_one_implementation(tmp_pat
     assert sorted(c["impl"] for c in trace.query("attention_calls").to_dicts()) == ["flash", "sage"]
 
 
-def _piecewise(tmp_path, name, graph: bool):
+def _piecewise(tmp_path, name, graph: bool, graph_after: bool | None = None):
     """vLLM's piecewise CUDA graphs by construction: the attention op runs eagerly between two graph
-    replays (``graph``) or two plain launches that hold the projections and the MLP."""
+    replays (``graph``; ``graph_after`` for the second when it differs) or two plain launches that
+    hold the projections and the MLP."""
     b = TraceBuilder()
     before = [(NORM, None, 2_000), (GEMM_QKV, None, 3_000), ("rotary_embedding_kernel", None, 1_000)]
     after = [(GEMM_O, None, 2_000), (NORM, None, 2_000), (GEMM_UP, None, 4_000), (GEMM_DOWN, None, 4_000)]
@@ -197,7 +198,7 @@ def _piecewise(tmp_path, name, graph: bool):
         40_000,
         [("reshape_and_cache_flash_kernel", None, 1_000), ("flash_fwd_splitkv_kernel", None, 5_000)],
     )
-    if graph:
+    if graph if graph_after is None else graph_after:
         b.graph_launch(80_000, after)
     else:
         b.op_with_kernels("aten::linear", 80_000, after)
@@ -233,6 +234,9 @@ def test_eager_neighbours_of_an_attention_op_are_not_taken(tmp_path):
     (tracekit/eager.py) decides them, not the kernel order."""
     _, rows = _piecewise(tmp_path, "eager.json.gz", graph=False)
     assert [r[1] for r in rows] == ["other", "other", "rope", "fused_attention", "fused_attention"] + ["other"] * 4
+    # A graph replay before the op and plain launches after it: only the replay's side widens.
+    _, rows = _piecewise(tmp_path, "half.json.gz", graph=True, graph_after=False)
+    assert [r[1] for r in rows] == ["other", "qkv_proj", "rope", "fused_attention", "fused_attention"] + ["other"] * 4
 
 
 def test_projections_apart_by_inductor_norms_by_construction(tmp_path):
