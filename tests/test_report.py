@@ -572,3 +572,17 @@ def test_html_renders_in_headless_chromium(made, tmp_path):
         len(t["steps"]) for t in made["json"]["traces"]
     )
     assert p.cells[("flash", "gpu_ns_per_call")]["text"] == "146.8 µs"  # the browser's DOM, not our string
+
+
+def test_terminal_top_ops_name_their_category(load_shared, shared_dir):
+    """A graph replay's kernels have no CPU op: op_summary's rows are (op, category), so the terminal
+    line names the category, as the HTML list does, not "(no CPU op)" once per category."""
+    rel = "tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz"
+    result = CliRunner().invoke(cli, ["report", str(shared_dir / rel)], catch_exceptions=False)
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())  # the terminal wraps long lines
+    ops = text.split("top ops: ", 1)[1]
+    top = load_shared(rel).query("op_summary").to_dicts()[:2]
+    for r in top:
+        assert f"{r['op']} ({r['category']}) " in ops
+    assert top[0]["op"] == top[1]["op"] == "(no CPU op)" and top[0]["category"] != top[1]["category"]

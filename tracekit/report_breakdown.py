@@ -42,7 +42,9 @@ def terminal(report: Report, console) -> None:
     for t in report.traces:
         console.print(Text(f"  {t.label}: ", style="bold") + Text(line(t)))
         if t.top_ops:
-            ops = ", ".join(f"{r['op']} {fmt(r['share_pct'], 'pct')}" for r in t.top_ops)
+            # With its category, as the HTML list has it: op_summary's rows are (op, category), and a
+            # graph replay's kernels, which have no op, would read "(no CPU op)" once per category.
+            ops = ", ".join(f"{r['op']} ({r['category']}) {fmt(r['share_pct'], 'pct')}" for r in t.top_ops)
             console.print(Text(f"    top ops: {ops}"))
         if t.top_modules:
             mods = ", ".join(f"{r['module']} {fmt(r['share_pct'], 'pct')}" for r in t.top_modules)
