@@ -127,18 +127,9 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
                own OR (free AND via_graph) AS gopen, free AND gemm AND via_graph AS gfree_gemm FROM s
         """
     )
-    # The graph-only bounds cost five more window aggregates: only when a CPU call may use them.
-    if con.execute("SELECT count(*) FROM _kcpu").fetchall()[0][0]:
-        graph_windows = """max(CASE WHEN NOT gopen THEN k END) OVER up AS g_closed_before,
-                   max(CASE WHEN gfree_gemm THEN k END) OVER up AS g_gemm_before,
-                   max(CASE WHEN NOT gfree_gemm THEN k END) OVER up AS g_not_gemm_before,
-                   min(CASE WHEN NOT gopen THEN k END) OVER down AS g_closed_after,
-                   min(CASE WHEN gfree_gemm THEN k END) OVER down AS g_gemm_after"""
-    else:
-        graph_windows = ", ".join(
-            f"NULL::BIGINT AS g_{c}"
-            for c in ("closed_before", "gemm_before", "not_gemm_before", "closed_after", "gemm_after")
-        )
+    # The graph-only bounds (over gopen / gfree_gemm) cost five more window aggregates: only when a
+    # CPU call may use them.
+    graph = con.execute("SELECT count(*) FROM _kcpu").fetchall()[0][0] > 0
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _kruns AS
@@ -157,12 +148,8 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
         -- Per kernel: the nearest closed kernel and free GEMM on each side (closed: not open).
         w AS (
             SELECT trace_id, device, stream, k,
-                   max(CASE WHEN NOT open THEN k END) OVER up AS closed_before,
-                   max(CASE WHEN free_gemm THEN k END) OVER up AS gemm_before,
-                   max(CASE WHEN NOT free_gemm THEN k END) OVER up AS not_gemm_before,
-                   min(CASE WHEN NOT open THEN k END) OVER down AS closed_after,
-                   min(CASE WHEN free_gemm THEN k END) OVER down AS gemm_after,
-                   {graph_windows}
+                   {_nearest("", "open", "free_gemm")},
+                   {_nearest("g_", "gopen", "gfree_gemm") if graph else _nearest("g_", None, None)}
             FROM _kseq
             WINDOW up AS (PARTITION BY trace_id, device, stream ORDER BY k ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
                    down AS (PARTITION BY trace_id, device, stream ORDER BY k ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)
@@ -175,10 +162,8 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
                    CASE WHEN r.g THEN b.g_gemm_after ELSE b.gemm_after END AS gemm_after,
                    lag(r.k1, 1, 0) OVER s AS prev_k1, lead(r.k0, 1, 9e18::BIGINT) OVER s AS next_k0
             FROM runs r
-            JOIN w a ON a.trace_id = r.trace_id AND a.device IS NOT DISTINCT FROM r.device
-                    AND a.stream IS NOT DISTINCT FROM r.stream AND a.k = r.k0
-            JOIN w b ON b.trace_id = r.trace_id AND b.device IS NOT DISTINCT FROM r.device
-                    AND b.stream IS NOT DISTINCT FROM r.stream AND b.k = r.k1
+            JOIN w a ON {_at("a", "r", "r.k0")}
+            JOIN w b ON {_at("b", "r", "r.k1")}
             WINDOW s AS (PARTITION BY r.trace_id, r.device, r.stream ORDER BY r.k0)
         ),
         post AS (
@@ -194,8 +179,7 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
         )
         SELECT row_number() OVER () AS run_id, p.*, greatest(coalesce(CASE WHEN p.g THEN w.g_not_gemm_before ELSE w.not_gemm_before END, 0), p.prev_k1, p.prev_out, p.qkv_k - {QKV_GEMMS}) + 1 AS qkv_k0
         FROM pre p
-        LEFT JOIN w ON w.trace_id = p.trace_id AND w.device IS NOT DISTINCT FROM p.device
-                   AND w.stream IS NOT DISTINCT FROM p.stream AND w.k = p.qkv_k
+        LEFT JOIN w ON {_at("w", "p", "p.qkv_k")}
         """
     )
     # Projections apart: inductor fuses a projection's bias add into the next q/k-norm kernel, so
@@ -216,8 +200,7 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
                    CASE WHEN l.g THEN q.gopen ELSE q.open END AS is_open,
                    CASE WHEN l.g THEN q.gfree_gemm ELSE q.free_gemm END AS is_gemm
             FROM look l JOIN _kseq q
-              ON q.trace_id = l.trace_id AND q.device IS NOT DISTINCT FROM l.device
-             AND q.stream IS NOT DISTINCT FROM l.stream AND q.k = l.at_k
+              ON {_at("q", "l", "l.at_k")}
         ),
         named AS (
             SELECT j.*, n.names FROM j
@@ -256,8 +239,7 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
                         WHEN q.k = r.out_k + 1 AND q.reduction THEN 'reduce'
                    END AS place
             FROM spans r JOIN _kseq q
-              ON q.trace_id = r.trace_id AND q.device IS NOT DISTINCT FROM r.device
-             AND q.stream IS NOT DISTINCT FROM r.stream AND q.k = r.at_k
+              ON {_at("q", "r", "r.at_k")}
         ),
         named AS (
             SELECT *, km.stage IS NOT NULL AND km.stage NOT IN {positional} AS by_rule FROM placed
@@ -265,7 +247,7 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
         )
         SELECT id, run_call,
                CASE WHEN place = 'run' THEN NULL
-                    WHEN place IN ('qkv') THEN 'qkv_proj'
+                    WHEN place = 'qkv' THEN 'qkv_proj'
                     WHEN place IN ('out', 'reduce') THEN 'out_proj'
                     WHEN by_rule THEN km.stage
                     WHEN place = 'pre' AND (norm OR km.stage = 'norm') THEN 'qk_norm'
@@ -284,3 +266,25 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
     ).fetchall()
     for t in ("_kstreams", "_kcpu", "_kcat", "_kname", "_kseq", "_kruns", "_kext"):
         con.execute(f"DROP TABLE {t}")
+
+
+def _nearest(prefix: str, open_col: str | None, gemm_col: str | None) -> str:
+    """SQL: per kernel, the nearest closed kernel (not ``open_col``) and free GEMM (``gemm_col``) on
+    each side, and the nearest kernel before it that is no free GEMM, as ``{prefix}closed_before``,
+    ... (the windows ``up`` and ``down``); all NULL when ``open_col`` is None."""
+    if open_col is None:
+        cols = ("closed_before", "gemm_before", "not_gemm_before", "closed_after", "gemm_after")
+        return ", ".join(f"NULL::BIGINT AS {prefix}{c}" for c in cols)
+    return f"""max(CASE WHEN NOT {open_col} THEN k END) OVER up AS {prefix}closed_before,
+                   max(CASE WHEN {gemm_col} THEN k END) OVER up AS {prefix}gemm_before,
+                   max(CASE WHEN NOT {gemm_col} THEN k END) OVER up AS {prefix}not_gemm_before,
+                   min(CASE WHEN NOT {open_col} THEN k END) OVER down AS {prefix}closed_after,
+                   min(CASE WHEN {gemm_col} THEN k END) OVER down AS {prefix}gemm_after"""
+
+
+def _at(a: str, b: str, k: str) -> str:
+    """SQL: the row ``a`` of the sequence is on ``b``'s stream at position ``k``."""
+    return (
+        f"{a}.trace_id = {b}.trace_id AND {a}.device IS NOT DISTINCT FROM {b}.device "
+        f"AND {a}.stream IS NOT DISTINCT FROM {b}.stream AND {a}.k = {k}"
+    )
