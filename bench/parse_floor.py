@@ -25,7 +25,6 @@ import argparse
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,16 +33,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_first_answer  # noqa: E402
+import bench_load  # noqa: E402
 import duckdb  # noqa: E402
 
 from tracekit import reader  # noqa: E402
-from tracekit.sqltext import literal  # noqa: E402
 
 
 def _read_json(parts: list[Path], keys: dict[str, str]) -> str:
-    columns = "{" + ", ".join(f"{literal(k)}: {literal(t)}" for k, t in keys.items()) + "}"
-    files = "[" + ", ".join(literal(str(p)) for p in parts) + "]"
-    return f"SELECT * FROM read_json({files}, format = 'array', columns = {columns}, maximum_object_size = {reader.MAX_EVENT_BYTES})"
+    return (
+        f"SELECT * FROM read_json({reader._files(parts)}, format = 'array', columns = {reader.columns(keys)}, "
+        f"maximum_object_size = {reader.MAX_EVENT_BYTES})"
+    )
 
 
 def reads(staged: reader.StagedTrace) -> dict[str, str]:
@@ -58,13 +58,12 @@ def reads(staged: reader.StagedTrace) -> dict[str, str]:
 
 
 def _stages(trace: Path, tmp: Path, i: int) -> tuple[float, float]:
-    """``tracekit stages`` in a child on an empty cache: wall and CPU (user + sys) seconds."""
-    env = dict(os.environ, TRACEKIT_CACHE_DIR=str(tmp / f"cache-{i}"))
+    """``tracekit stages`` in a child on an empty cache (``bench_load.run_measured``): wall and CPU
+    (user + sys) seconds."""
+    os.environ["TRACEKIT_CACHE_DIR"] = str(tmp / f"cache-{i}")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tracekit", "stages", str(trace)], env=env, check=True, capture_output=True)
-    wall = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, _, _ = bench_load.run_measured([sys.executable, "-m", "tracekit", "stages", trace])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child, reaped by run_measured's wait4
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
@@ -77,6 +76,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-stages", action="store_true")
     args = parser.parse_args(argv)
     trace = args.trace or bench_first_answer.trace_of(args.tiles)
+    if not args.no_stages:
+        bench_load.require_tracekit()  # its bytecode compiled once, as bench_first_answer does
     times: dict[str, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="tracekit-parse-") as tmp:
         t, c = time.perf_counter(), time.process_time()

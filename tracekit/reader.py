@@ -635,16 +635,20 @@ def typed_sql(staged: list[StagedTrace]) -> str:
     scan says the bytes may hold it (``StagedTrace.legacy_ids``).
     """
     parts = [p for st in staged for p in st.parts]
-    columns = "{" + ", ".join(f"{literal(k)}: {literal(t)}" for k, t in EVENT_SPEC.items()) + "}"
     return _select(
         f"""
         SELECT {_part(parts)} e, NULL::JSON AS extra, {_accounted_colons("e")} AS _colons
-        FROM read_json({_files(parts)}, format = 'array', filename = {_multi(parts)}, columns = {columns},
+        FROM read_json({_files(parts)}, format = 'array', filename = {_multi(parts)}, columns = {columns(EVENT_SPEC)},
                        maximum_object_size = {MAX_EVENT_BYTES}) e""",
         parts,
         "_colons",
         legacy_ids=any(st.legacy_ids for st in staged),
     )
+
+
+def columns(keys: dict[str, str]) -> str:
+    """``keys`` (key -> DuckDB type) as ``read_json``'s ``columns`` argument."""
+    return "{" + ", ".join(f"{literal(k)}: {literal(t)}" for k, t in keys.items()) + "}"
 
 
 # The keys whose values' ':' characters the typed read counts (names such as aten::mm hold them, args
