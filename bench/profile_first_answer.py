@@ -109,11 +109,16 @@ def main() -> None:
     cpu = statistics.median(c for _, _, c in runs)
     print(f"tracekit {args.command} {trace.name}: {wall:.2f} s wall, {cpu:.2f} CPU s, {cpu / wall:.2f} cores")
     print(f"{'wall s':>7}{'CPU s':>7}{'cores':>7}  where (the main thread's innermost tracekit frames)")
+    rest = [0, 0.0, 0.0]  # the parts below --min: how many, their wall and CPU seconds
     for name in names:
         w = statistics.median(parts.get(name, [0.0, 0.0])[0] for parts, _, _ in runs)
         c = statistics.median(parts.get(name, [0.0, 0.0])[1] for parts, _, _ in runs)
-        if w >= args.min:
+        if w >= args.min and w > 0:
             print(f"{w:7.2f}{c:7.2f}{c / w:7.2f}  {name}")
+        else:
+            rest = [rest[0] + 1, rest[1] + w, rest[2] + c]
+    if rest[0]:
+        print(f"{rest[1]:7.2f}{rest[2]:7.2f}{'':7}  {rest[0]} parts below --min {args.min} (medians summed)")
 
 
 if __name__ == "__main__":
