@@ -14,7 +14,11 @@ join's, row by row.
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
 import threading
 
 import duckdb
@@ -27,6 +31,13 @@ from tracekit.kinds import CPU_NEST_KINDS
 from tracekit.sqltext import in_list
 
 GRID = 500  # ns: a coarse grid makes equal timestamps (and BLEED_NS-sized gaps) common
+
+
+@pytest.fixture(autouse=True)
+def _sweep_small_traces(monkeypatch):
+    """These traces hold hundreds of containers, which a build nests by the range join
+    (``link.SWEEP_MIN``): here the sweep takes them, to be compared with it."""
+    monkeypatch.setattr(link, "SWEEP_MIN", 0)
 
 
 def _tree(b: TraceBuilder, rng: random.Random, start: int, end: int, depth: int, tid: int) -> None:
@@ -192,6 +203,7 @@ def test_nest_table_holds_every_slices_stack(
         ).fetchall()
     if sweep:
         monkeypatch.undo()
+        monkeypatch.setattr(link, "SWEEP_MIN", 0)  # undone with the rest
     if part_rows:
         monkeypatch.setattr(link, "NEST_ROWS", part_rows)
     monkeypatch.setattr(link, "SWEEP_PARTS", sweep_parts)
@@ -364,3 +376,38 @@ def test_sweep_groups_cut_where_nothing_is_open_by_construction():
         assert shape(link._sweep_groups(df, leaves, 3)) == [("AB", [0, 3]), ("CD", [5]), ("EFG", [10])]
         assert shape(link._sweep_groups(df, leaves, 7)) == [("AB", [0, 3]), ("CD", [5]), ("E", []), ("FG", [10])]
         assert shape(link._sweep_groups(df.clear(), leaves, 2)) == [("", [0, 3, 5, 10])]
+
+
+@pytest.mark.parametrize("above", [False, True])
+def test_sweep_only_from_sweep_min_containers(tmp_path, monkeypatch, above):
+    """The sweep takes a trace of ``SWEEP_MIN`` containers or more, the range join a smaller one,
+    with the same tables: the threshold set at this trace's container count (ops and annotations,
+    counted from the file) or one above it."""
+    path = _trace(tmp_path, 3, None)
+    events = json.loads(path.read_text())["traceEvents"]
+    containers = sum(1 for e in events if e.get("cat") in ("cpu_op", "user_annotation"))
+    assert containers > 50
+    used: list[bool] = []
+    sweep = link._sweep
+    monkeypatch.setattr(link, "_sweep", lambda con: used.append(sweep(con)) or used[-1])
+    monkeypatch.setattr(link, "SWEEP_MIN", containers if above else containers + 1)
+    rows = _rows(path)
+    assert used == ([True] if above else [])
+    monkeypatch.setattr(link, "SWEEP_MIN", 0)
+    assert rows == _rows(path)
+
+
+def test_small_trace_first_answer_imports_no_polars(tmp_path):
+    """`tracekit stages` on a trace below ``SWEEP_MIN`` containers (and ``PRELOAD_BYTES``) nests it
+    by the range join and never imports polars (~100 MB of RSS and 0.2-0.3 CPU s it would not use)."""
+    path = _trace(tmp_path, 0, None)
+    code = (
+        "import sys; from tracekit.cli import main; "
+        f"rc = main(['stages', {str(path)!r}]); "
+        "print(sorted(m for m in ('polars',) if m in sys.modules)); sys.exit(rc)"
+    )
+    env = {**os.environ, "TRACEKIT_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert "Stage" in out.stdout or "stage" in out.stdout

@@ -7,6 +7,7 @@ version so a file from an older tracekit is rebuilt instead of misread.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -191,7 +192,7 @@ def build(
     tables, ...) is built on first use: ``model.build``, which the API
     calls for any query that names one of them.
     """
-    if linked:
+    if linked and _input_bytes(sources) >= link.PRELOAD_BYTES:
         link.preload()  # the nest step's Python modules, imported while the trace parses
     con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
     ingest.create_tables(con)
@@ -347,6 +348,16 @@ def uncompressed_bytes(path: Path) -> int:
     while isize < size:
         isize += 1 << 32
     return isize
+
+
+def _input_bytes(sources: list[Source]) -> int:
+    """The JSON bytes of ``sources`` once decompressed (a file that cannot be read counts 0: the
+    load reports it)."""
+    total = 0
+    for s in sources:
+        with contextlib.suppress(OSError):
+            total += uncompressed_bytes(s.path)
+    return total
 
 
 def auto_memory_limit(sources: list[Source]) -> str:

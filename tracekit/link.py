@@ -19,7 +19,9 @@ shifted onto its own stretch of one integer axis and the join uses
 inequalities only (an IEJoin). When the containers nest cleanly (no overhang,
 no partial overlap: every trace measured so far), one ordered pass over that
 axis (``_sweep``) gives the same ancestors, stacks and pairs faster; it checks
-that condition and otherwise leaves the trace to the range join. Runtime
+that condition and otherwise leaves the trace to the range join. A trace of
+fewer than ``SWEEP_MIN`` containers is nested by the range join: there the
+sweep's imports (polars, pyarrow) cost more than they save. Runtime
 calls, the most numerous slices, are leaves: the last container opened
 before each call is found (by the sweep's binary searches, or an ASOF join),
 and the call's parent is the innermost of that container and its ancestors
@@ -70,6 +72,18 @@ SWEEP_MODULES = ("polars", "pyarrow.compute")
 POLARS_ALLOCATOR = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:100,muzzy_decay_ms:0")
 
 
+# Traces with fewer containers (cpu ops and annotations) than this nest by the range join, and
+# import neither polars nor pyarrow. The sweep is the faster nest from ~5,000 containers once
+# polars is imported (in-process, 5 runs each: 4,677 containers 0.081 s swept, 0.075 s joined;
+# 6,415: 0.091 / 0.118; 14,388: 0.147 / 0.204; 23,980: 0.151 / 0.278), but the import costs a
+# fresh process 0.2-0.3 CPU s and ~100 MB of RSS, more than the join's extra time below this.
+SWEEP_MIN = 10_000
+# A build of at least this many bytes of JSON imports the sweep's modules while it parses (its
+# traces likely hold SWEEP_MIN containers: v100 x1, 14 MB, holds 24,000); a smaller one only
+# when its count, known after ``_axis``, says it sweeps.
+PRELOAD_BYTES = 4 << 20
+
+
 def preload() -> None:
     """Start importing what the sweep needs on a background thread, while the caller's DuckDB
     statements run. For a caller about to nest (a linked build); commands that never nest do not
@@ -86,12 +100,14 @@ def nest(con: duckdb.DuckDBPyConnection) -> None:
     slice's stack and children in ``_cpu``'s order, which ``build_tables`` reads
     (``_sweep``); or, on the range join's path, the containers' stacks
     ``_cstack`` and the containers (``_cont``) for the calls' parents, from
-    which ``_nest_leaves`` makes ``_nest``. ``drop_work`` removes them.
+    which ``_nest_leaves`` makes ``_nest``. ``drop_work`` removes them. The sweep
+    runs when there are at least ``SWEEP_MIN`` containers.
     """
-    preload()  # imported while _axis runs, when the caller has not started it already
+    if con.execute("SELECT coalesce(sum(events_bytes), 0) FROM traces").fetchall()[0][0] >= PRELOAD_BYTES:
+        preload()  # imported while _axis runs, when the caller has not started it already
     con.execute("SET prefer_range_joins = true")
     keyed = _axis(con)
-    if keyed or not _sweep(con):
+    if keyed or not _sweeps(con) or not _sweep(con):
         con.execute(f"CREATE TEMP TABLE _cont AS SELECT * FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}")
         _nest_containers(con, keyed)
 
@@ -112,6 +128,11 @@ def drop_work(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the working tables ``nest`` and ``build_tables`` leave."""
     for t in ("_cpu", "_anc", "_cont", "_cstack", "_lstack", "_lparent", "_child", "_nest"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
+
+
+def _sweeps(con) -> bool:
+    """Whether ``_cpu`` holds enough containers for the sweep to pay for its imports (``SWEEP_MIN``)."""
+    return con.execute(f"SELECT count(*) FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}").fetchall()[0][0] >= SWEEP_MIN
 
 
 def _exists(con, table: str) -> bool:
@@ -229,6 +250,7 @@ def _sweep(con) -> bool:
     (``_sweep_groups``), at once; this thread stores what they give, group
     by group, so ``_nest`` is in ``_cpu``'s order.
     """
+    preload()  # when the build did not start it: the allocator's setting, then the import
     background.wait(*SWEEP_MODULES)
     import polars as pl
 
