@@ -7,7 +7,6 @@ version so a file from an older tracekit is rebuilt instead of misread.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -192,8 +191,6 @@ def build(
     tables, ...) is built on first use: ``model.build``, which the API
     calls for any query that names one of them.
     """
-    if linked and _input_bytes(sources) >= link.PRELOAD_BYTES:
-        link.preload()  # the nest step's Python modules, imported while the trace parses
     con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
     ingest.create_tables(con)
     # The parse runs outside a transaction: a failed parse is retried (ingest), and a failed
@@ -204,6 +201,8 @@ def build(
     # link's working tables are dropped as it goes, and in one transaction their memory stays
     # held until the end (v100 x22: peak RSS 910-935 MB per statement, 1,008-1,020 MB in one).
     ingest.ingest(con, sources, progress=progress, warn=warn)
+    if linked and link.sweeps(con):
+        link.preload()  # the sweep's modules, imported while the base tables are finished
     small = con.execute("SELECT coalesce(sum(events_bytes), 0) FROM traces").fetchall()[0][0] <= ONE_TRANSACTION_BYTES
     with model.transaction(con, commit=commit_checkpointed):
         finish(con, warn)
@@ -348,16 +347,6 @@ def uncompressed_bytes(path: Path) -> int:
     while isize < size:
         isize += 1 << 32
     return isize
-
-
-def _input_bytes(sources: list[Source]) -> int:
-    """The JSON bytes of ``sources`` once decompressed (a file that cannot be read counts 0: the
-    load reports it)."""
-    total = 0
-    for s in sources:
-        with contextlib.suppress(OSError):
-            total += uncompressed_bytes(s.path)
-    return total
 
 
 def auto_memory_limit(sources: list[Source]) -> str:
