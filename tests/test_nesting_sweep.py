@@ -399,7 +399,7 @@ def test_sweep_only_from_sweep_min_containers(tmp_path, monkeypatch, above):
 
 def test_small_trace_first_answer_imports_no_polars(tmp_path):
     """`tracekit stages` on a trace below ``SWEEP_MIN`` containers nests it
-    by the range join and never imports polars (~100 MB of RSS and 0.2-0.3 CPU s it would not use)."""
+    by the range join and never imports polars (~100 MB of RSS and 0.2-0.4 CPU s it would not use)."""
     path = _trace(tmp_path, 0, None)
     code = (
         "import sys; from tracekit.cli import main; "

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import __version__, ingest, link, locks, model, outputs, ranks, rules, schema, sqlsafety
+from . import __version__, ingest, locks, model, outputs, ranks, rules, schema, sqlsafety
 from .errors import TraceFormatError, TracekitError
 from .kinds import GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
 from .sources import Source, discover
@@ -201,8 +201,6 @@ def build(
     # link's working tables are dropped as it goes, and in one transaction their memory stays
     # held until the end (v100 x22: peak RSS 910-935 MB per statement, 1,008-1,020 MB in one).
     ingest.ingest(con, sources, progress=progress, warn=warn)
-    if linked and link.sweeps(con):
-        link.preload()  # the sweep's modules, imported while the base tables are finished
     small = con.execute("SELECT coalesce(sum(events_bytes), 0) FROM traces").fetchall()[0][0] <= ONE_TRANSACTION_BYTES
     with model.transaction(con, commit=commit_checkpointed):
         finish(con, warn)

@@ -76,14 +76,16 @@ POLARS_ALLOCATOR = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:100,muzzy_decay_ms:0")
 # import neither polars nor pyarrow. The sweep is the faster nest from ~5,000 containers once
 # polars is imported (in-process, 5 runs each: 4,677 containers 0.081 s swept, 0.075 s joined;
 # 6,415: 0.091 / 0.118; 14,388: 0.147 / 0.204; 23,980: 0.151 / 0.278), but the import costs a
-# fresh process 0.2-0.3 CPU s and ~100 MB of RSS, more than the join's extra time below this.
+# fresh process 0.2-0.4 CPU s and ~100 MB of RSS, more than the join's extra time below this.
+# ``nest`` counts them (``_sweeps``) and starts the import before ``_axis``: on x22 it is done
+# before the sweep asks for it (0.000 s waited, 4 in-process builds).
 SWEEP_MIN = 10_000
 
 
 def preload() -> None:
     """Start importing what the sweep needs on a background thread, while the caller's DuckDB
-    statements run. For a caller about to nest (a linked build); commands that never nest do not
-    call it and import neither. The sweep waits for the import to finish."""
+    statements run: ``nest`` calls it when the sweep will run; commands that never sweep import
+    neither module. The sweep waits for the import to finish."""
     if "polars" not in sys.modules:  # its allocator reads the setting once, as it loads
         os.environ.setdefault(*POLARS_ALLOCATOR)
     background.imports(*SWEEP_MODULES)
@@ -99,9 +101,9 @@ def nest(con: duckdb.DuckDBPyConnection) -> None:
     which ``_nest_leaves`` makes ``_nest``. ``drop_work`` removes them. The sweep
     runs when there are at least ``SWEEP_MIN`` containers.
     """
-    swept = sweeps(con)
+    swept = _sweeps(con)
     if swept:
-        preload()  # imported while _axis runs, when the caller has not started it already
+        preload()  # imported while _axis runs
     con.execute("SET prefer_range_joins = true")
     keyed = _axis(con)
     if keyed or not swept or not _sweep(con):
@@ -127,9 +129,9 @@ def drop_work(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"DROP TABLE IF EXISTS {t}")
 
 
-def sweeps(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether ``nest`` will try the sweep on the slices of ``con``: they hold ``SWEEP_MIN``
-    containers or more (a count of the base tables: 0.01-0.025 s on x22's 1.5M events)."""
+def _sweeps(con) -> bool:
+    """Whether the slices of ``con`` hold ``SWEEP_MIN`` containers or more, for the sweep to
+    try (a count of the base tables: 0.01-0.025 s on x22's 1.5M events)."""
     return (
         con.execute(f"SELECT count(*) FROM slices WHERE kind IN {_in(_CONTAINER_KINDS)}").fetchall()[0][0] >= SWEEP_MIN
     )
@@ -250,7 +252,6 @@ def _sweep(con) -> bool:
     (``_sweep_groups``), at once; this thread stores what they give, group
     by group, so ``_nest`` is in ``_cpu``'s order.
     """
-    preload()  # when the build did not start it: the allocator's setting, then the import
     background.wait(*SWEEP_MODULES)
     import polars as pl
 
