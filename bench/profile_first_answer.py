@@ -10,9 +10,11 @@ thread, DuckDB's and polars' included) and the main thread's two innermost
 tracekit frames. It prints, per frame pair in order of first appearance, the
 wall seconds sampled in it and the cores used there (CPU seconds / wall
 seconds): on a 2-core machine a part at ~1 core leaves the other idle, which is
-where running things side by side can still gain. With ``--runs`` above 1 the
-wall and CPU seconds are medians over the runs (a part missing from a run
-counts 0 there).
+where running things side by side can still gain. It also prints the part's
+system CPU seconds and minor page faults (thousands): memory touched for the
+first time, which the kernel maps page by page (on x22 most of the sys time).
+With ``--runs`` above 1 every column is a median over the runs (a part missing
+from a run counts 0 there).
 
 Sampling: a part shorter than the interval is seen only by chance, and each
 sample is charged to the frame the main thread is in at its end. Linux only.
@@ -38,10 +40,16 @@ import bench_first_answer  # noqa: E402
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_s() -> float:
+def _usage() -> tuple[float, float, int]:
+    """(CPU s, system CPU s, minor page faults) of this process so far, every thread's."""
     with open("/proc/self/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime, all threads
+    stime = int(fields[12]) / _TICK
+    return int(fields[11]) / _TICK + stime, stime, int(fields[7])  # utime + stime, stime, minflt
+
+
+def _cpu_s() -> float:
+    return _usage()[0]
 
 
 def _where(frame, depth: int = 2) -> str:
@@ -57,7 +65,8 @@ def _where(frame, depth: int = 2) -> str:
 
 
 def profile(trace: Path, command: str, interval: float) -> tuple[dict[str, list[float]], float, float]:
-    """One run: {frame pair: [wall s, CPU s]} in order of first appearance, total wall and CPU."""
+    """One run: {frame pair: [wall s, CPU s, system CPU s, minor faults]} in order of first
+    appearance, total wall and CPU."""
     from tracekit import cli
 
     main = threading.get_ident()
@@ -65,14 +74,15 @@ def profile(trace: Path, command: str, interval: float) -> tuple[dict[str, list[
     stop = threading.Event()
 
     def sample() -> None:
-        last_t, last_c = time.perf_counter(), _cpu_s()
+        last_t, last = time.perf_counter(), _usage()
         while not stop.wait(interval):
-            t, c = time.perf_counter(), _cpu_s()
+            t, now = time.perf_counter(), _usage()
             frame = sys._current_frames().get(main)
-            part = parts.setdefault(_where(frame), [0.0, 0.0])
+            part = parts.setdefault(_where(frame), [0.0, 0.0, 0.0, 0.0])
             part[0] += t - last_t
-            part[1] += c - last_c
-            last_t, last_c = t, c
+            for i in range(3):
+                part[i + 1] += now[i] - last[i]
+            last_t, last = t, now
 
     with tempfile.TemporaryDirectory(prefix="tracekit-profile-") as cache:
         os.environ["TRACEKIT_CACHE_DIR"] = cache
@@ -108,17 +118,22 @@ def main() -> None:
     wall = statistics.median(w for _, w, _ in runs)
     cpu = statistics.median(c for _, _, c in runs)
     print(f"tracekit {args.command} {trace.name}: {wall:.2f} s wall, {cpu:.2f} CPU s, {cpu / wall:.2f} cores")
-    print(f"{'wall s':>7}{'CPU s':>7}{'cores':>7}  where (the main thread's innermost tracekit frames)")
-    rest = [0, 0.0, 0.0]  # the parts below --min: how many, their wall and CPU seconds
+    print(
+        f"{'wall s':>7}{'CPU s':>7}{'cores':>7}{'sys s':>7}{'faults':>8}"
+        "  where (the main thread's innermost tracekit frames; faults: minor page faults, thousands)"
+    )
+    rest = [0, 0.0, 0.0, 0.0, 0.0]  # the parts below --min: how many, their wall, CPU, sys s and faults
     for name in names:
-        w = statistics.median(parts.get(name, [0.0, 0.0])[0] for parts, _, _ in runs)
-        c = statistics.median(parts.get(name, [0.0, 0.0])[1] for parts, _, _ in runs)
+        w, c, sy, fl = (statistics.median(parts.get(name, [0.0] * 4)[i] for parts, _, _ in runs) for i in range(4))
         if w >= args.min and w > 0:
-            print(f"{w:7.2f}{c:7.2f}{c / w:7.2f}  {name}")
+            print(f"{w:7.2f}{c:7.2f}{c / w:7.2f}{sy:7.2f}{fl / 1000:8.1f}  {name}")
         else:
-            rest = [rest[0] + 1, rest[1] + w, rest[2] + c]
+            rest = [rest[0] + 1, rest[1] + w, rest[2] + c, rest[3] + sy, rest[4] + fl]
     if rest[0]:
-        print(f"{rest[1]:7.2f}{rest[2]:7.2f}{'':7}  {rest[0]} parts below --min {args.min} (medians summed)")
+        print(
+            f"{rest[1]:7.2f}{rest[2]:7.2f}{'':7}{rest[3]:7.2f}{rest[4] / 1000:8.1f}"
+            f"  {rest[0]} parts below --min {args.min} (medians summed)"
+        )
 
 
 if __name__ == "__main__":
