@@ -5,7 +5,7 @@
 
 Runs ``tracekit COMMAND TRACE`` in this process on an empty cache (a fresh
 temporary ``TRACEKIT_CACHE_DIR`` per run) while a thread samples, every
-``--interval`` seconds, the process's CPU time (``/proc/self/stat``: every
+``--interval`` seconds, the process's CPU time (``getrusage``: every
 thread, DuckDB's and polars' included) and the main thread's two innermost
 tracekit frames. It prints, per frame pair in order of first appearance, the
 wall seconds sampled in it and the cores used there (CPU seconds / wall
@@ -17,7 +17,7 @@ With ``--runs`` above 1 every column is a median over the runs (a part missing
 from a run counts 0 there).
 
 Sampling: a part shorter than the interval is seen only by chance, and each
-sample is charged to the frame the main thread is in at its end. Linux only.
+sample is charged to the frame the main thread is in at its end. Unix only (``resource``).
 It is a profile, not the benchmark: ``bench_first_answer.py`` times the
 command as a user runs it (a fresh process each time, against HTA).
 """
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -37,15 +38,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_first_answer  # noqa: E402
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
 
 def _usage() -> tuple[float, float, int]:
     """(CPU s, system CPU s, minor page faults) of this process so far, every thread's."""
-    with open("/proc/self/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    stime = int(fields[12]) / _TICK
-    return int(fields[11]) / _TICK + stime, stime, int(fields[7])  # utime + stime, stime, minflt
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_stime, r.ru_minflt
 
 
 def _cpu_s() -> float:

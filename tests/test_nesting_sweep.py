@@ -378,8 +378,8 @@ def test_sweep_groups_cut_where_nothing_is_open_by_construction():
         assert shape(link._sweep_groups(df.clear(), leaves, 2)) == [("", [0, 3, 5, 10])]
 
 
-@pytest.mark.parametrize("above", [False, True])
-def test_sweep_only_from_sweep_min_containers(tmp_path, monkeypatch, above):
+@pytest.mark.parametrize("at_threshold", [False, True])
+def test_sweep_only_from_sweep_min_containers(tmp_path, monkeypatch, at_threshold):
     """The sweep takes a trace of ``SWEEP_MIN`` containers or more, the range join a smaller one,
     with the same tables: the threshold set at this trace's container count (ops and annotations,
     counted from the file) or one above it."""
@@ -390,9 +390,9 @@ def test_sweep_only_from_sweep_min_containers(tmp_path, monkeypatch, above):
     used: list[bool] = []
     sweep = link._sweep
     monkeypatch.setattr(link, "_sweep", lambda con: used.append(sweep(con)) or used[-1])
-    monkeypatch.setattr(link, "SWEEP_MIN", containers if above else containers + 1)
+    monkeypatch.setattr(link, "SWEEP_MIN", containers if at_threshold else containers + 1)
     rows = _rows(path)
-    assert used == ([True] if above else [])
+    assert used == ([True] if at_threshold else [])
     monkeypatch.setattr(link, "SWEEP_MIN", 0)
     assert rows == _rows(path)
 
@@ -404,10 +404,10 @@ def test_small_trace_first_answer_imports_no_polars(tmp_path):
     code = (
         "import sys; from tracekit.cli import main; "
         f"rc = main(['stages', {str(path)!r}]); "
-        "print(sorted(m for m in ('polars',) if m in sys.modules)); sys.exit(rc)"
+        "print('polars' in sys.modules); sys.exit(rc)"
     )
     env = {**os.environ, "TRACEKIT_CACHE_DIR": str(tmp_path / "cache")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert out.stdout.strip().splitlines()[-1] == "False"
     assert "Attention calls (attention_calls" in out.stdout  # the answer was given
