@@ -5,7 +5,7 @@
 The attribution step (labels, module scopes, eager patterns, ops and kernel names
 -> cpu_stages, gpu_op_stages, attention_calls) is timed alone: each run is a fresh
 process that loads the trace into an empty database without linking, then builds
-the linked model with the ref's ``attribution.build`` wrapped in a timer (the nest
+the linked model with the ref's ``assign.build`` wrapped in a timer (the nest
 and link steps it needs run first, untimed). Each ref is checked out into a
 temporary git worktree; runs alternate A, B, A, B, ... so drift on a shared machine
 hits both. Prints every run, the medians and the ratio NEW / BASE per trace.
@@ -36,19 +36,20 @@ CHILD = r"""
 import json, sys, time, tempfile, pathlib
 sys.path.insert(0, sys.argv[1])
 import duckdb, tracekit
-from tracekit import attribution, model
+from tracekit.attribution import assign
+from tracekit.store import pipeline
 db = pathlib.Path(tempfile.mkdtemp()) / "t.duckdb"
 tracekit.load(sys.argv[2], output=db).close()
 spent = {}
-build = attribution.build
+build = assign.build
 def timed(con, temp=False):
     t0 = time.perf_counter()
     build(con, temp=temp)
     spent["attribution_s"] = time.perf_counter() - t0
-attribution.build = timed
+assign.build = timed
 con = duckdb.connect(str(db))
 t0 = time.perf_counter()
-model.build(con)
+pipeline.build(con)
 spent["model_s"] = time.perf_counter() - t0
 con.close()
 print(json.dumps(spent))

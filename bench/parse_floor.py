@@ -5,7 +5,7 @@
 Stages the trace once (as ``tracekit`` does) and then, alternating, reads its
 parts into a TEMP table with DuckDB's ``read_json``, in these forms:
 
-- ``typed read``: the SELECT ``ingest`` runs (``reader.typed_sql``: every
+- ``typed read``: the SELECT ``ingest`` runs (``scan.typed_sql``: every
   EVENT_SPEC key typed, nanoseconds, the args' ids, the ``:`` proof);
 - ``all keys``: ``read_json`` of every EVENT_SPEC key and nothing more, the
   floor for a parse that keeps every key;
@@ -36,21 +36,21 @@ import bench_first_answer  # noqa: E402
 import bench_load  # noqa: E402
 import duckdb  # noqa: E402
 
-from tracekit import reader  # noqa: E402
+from tracekit.ingest import scan  # noqa: E402
 
 
 def _read_json(parts: list[Path], keys: dict[str, str]) -> str:
     return (
-        f"SELECT * FROM read_json({reader._files(parts)}, format = 'array', columns = {reader.columns(keys)}, "
-        f"maximum_object_size = {reader.MAX_EVENT_BYTES})"
+        f"SELECT * FROM read_json({scan._files(parts)}, format = 'array', columns = {scan.columns(keys)}, "
+        f"maximum_object_size = {scan.MAX_EVENT_BYTES})"
     )
 
 
-def reads(staged: reader.StagedTrace) -> dict[str, str]:
+def reads(staged: scan.StagedTrace) -> dict[str, str]:
     """The SELECTs timed, by label."""
-    spec = reader.EVENT_SPEC
+    spec = scan.EVENT_SPEC
     return {
-        "typed read": reader.typed_sql([staged]),
+        "typed read": scan.typed_sql([staged]),
         "all keys": _read_json(staged.parts, spec),
         "no args": _read_json(staged.parts, {k: t for k, t in spec.items() if k != "args"}),
         "args only": _read_json(staged.parts, {"args": spec["args"]}),
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     times: dict[str, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="tracekit-parse-") as tmp:
         t, c = time.perf_counter(), time.process_time()
-        staged = reader.stage(trace, Path(tmp), "t1")
+        staged = scan.stage(trace, Path(tmp), "t1")
         times["staging (once)"] = [(time.perf_counter() - t, time.process_time() - c)]
         con = duckdb.connect()
         con.execute("SET threads = 2")

@@ -24,7 +24,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from tracekit import stages
+from tracekit.schema import stages
 
 # A real A100-SXM4-80GB as cudaGetDeviceProperties reports it to Kineto.
 A100_SXM4_80GB = {

@@ -396,7 +396,7 @@ def test_conv_calls_by_construction(tmp_path):
 
 
 def test_findings_rank_by_the_time_they_explain(tmp_path):
-    from tracekit import findings
+    from tracekit.analysis import findings
 
     b = TraceBuilder()
     for i in range(4):  # launch-bound: each kernel launched after the previous one ended

@@ -8,7 +8,7 @@ import random
 import duckdb
 import pytest
 
-from tracekit import database
+from tracekit.store import database
 
 
 def _union(intervals: list[tuple[int, int]]) -> tuple[int, int, int]:

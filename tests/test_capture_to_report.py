@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 import tracekit
-from tracekit import report
+from tracekit.analysis import report
 from tracekit.cli import cli
 
 CAPTURES = Path(__file__).resolve().parents[1] / "sample_traces" / "cpu_attention"

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from tracekit import reader
 from tracekit.cli import cli, main
+from tracekit.ingest import scan
 
 EVENTS = [
     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 100.0, "dur": 10.0},
@@ -155,7 +155,7 @@ def test_raw_trace_is_cached(tiny, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("the cached database should have been used")
 
-    monkeypatch.setattr(reader, "stage", boom)
+    monkeypatch.setattr(scan, "stage", boom)
     assert invoke("sql", tiny, "SELECT count(*) AS n FROM events", "-f", "csv").output == "n\n3\n"
     # A changed file is re-read.
     tiny.write_text(json.dumps({"traceEvents": EVENTS[:2]}))
@@ -219,7 +219,7 @@ def test_cache_is_rebuilt_when_the_rules_change(tiny, tmp_path, monkeypatch):
 def test_progress_shows_on_a_terminal_and_stays_quiet_when_piped(monkeypatch):
     import io
 
-    from tracekit import console as cli_module
+    from tracekit.present import console as cli_module
 
     class Tty(io.StringIO):
         def isatty(self):

@@ -5,7 +5,7 @@ from pathlib import Path
 import duckdb
 
 import tracekit
-from tracekit import schema
+from tracekit.schema import catalog
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "gpu_a100_synthetic" / "naive.json.gz"
 
@@ -31,16 +31,16 @@ def test_loaded_then_linked_file_carries_the_schema_docs(tmp_path):
     with tracekit.load(SAMPLE, output=db):
         pass
     objects, columns = _comments(db)
-    base = [n for n in schema.TABLES if n in objects]
+    base = [n for n in catalog.TABLES if n in objects]
     assert "events" in base and "gpu_ops" not in objects  # linked on first use
     for name in base:
-        assert objects[name] == schema.TABLES[name].doc, name
+        assert objects[name] == catalog.TABLES[name].doc, name
     with tracekit.open(db, read_only=False) as trace:
         trace.link()
     objects, columns = _comments(db)
     assert "gpu_ops" in objects
     documented = 0
-    for name, table in schema.TABLES.items():
+    for name, table in catalog.TABLES.items():
         assert objects.get(name) == table.doc, name
         for col in table.columns:
             assert columns[(name, col.name)] == col.doc, (name, col.name)

@@ -66,7 +66,7 @@ def _assert_all_ok(results, expected: dict[str, str]) -> None:
 
 def _expected(trace_file: Path, names) -> dict[str, str]:
     """Each query's CSV from an in-memory load in this process (no cache, no file, no lock)."""
-    from tracekit import render
+    from tracekit.present import render
 
     out = {}
     with tracekit.load(trace_file) as trace:

@@ -13,8 +13,11 @@ from conftest import require_shared
 from synthetic import post_variants
 
 import tracekit
-from tracekit import database, dataset, model, queries, schema
+from tracekit import api
 from tracekit.cli import main
+from tracekit.library import queries
+from tracekit.schema import catalog
+from tracekit.store import database, dataset, pipeline
 
 SHIPPED = sorted(q.id for q in queries.library().values())
 # Two real traces of other kinds beside the ranks, so the merged ids really shift: BERT's SDPA calls, and a
@@ -23,9 +26,9 @@ SHARED = ("tracelens/h100_bert-small_sdpa-flash.json.gz", "tracelens/mi300_falco
 
 
 def model_rows(trace) -> dict[str, list]:
-    """Every row of every table and view of the linked model (model.NAMES), ordered by all columns, and of
+    """Every row of every table and view of the linked model (pipeline.NAMES), ordered by all columns, and of
     the base tables (traces without loaded_on: which process parsed the file)."""
-    rows = {name: trace.rows(f"SELECT * FROM {name} ORDER BY ALL") for name in model.NAMES}
+    rows = {name: trace.rows(f"SELECT * FROM {name} ORDER BY ALL") for name in pipeline.NAMES}
     rows["traces"] = trace.rows("SELECT * EXCLUDE (loaded_on) FROM traces ORDER BY ALL")
     for name in ("devices", "events"):
         rows[name] = trace.rows(f"SELECT * FROM {name} ORDER BY ALL")
@@ -109,7 +112,7 @@ def test_a_dataset_loaded_on_dask_answers_every_query_like_a_duckdb(job, referen
     out = tmp_path / "dataset"
     assert main(["load", str(job), "-o", str(out), "--parquet", "--dask", "local:2", "-q"]) == 0
     assert dataset.is_dataset(out)
-    tables = [n for n in model.NAMES if schema.TABLES[n].kind == "table"]
+    tables = [n for n in pipeline.NAMES if catalog.TABLES[n].kind == "table"]
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["devices", "events", "tracekit_dataset.json", "traces", *tables]
     )
@@ -192,7 +195,7 @@ def test_force_replaces_a_dataset_and_fills_an_empty_folder(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
     for folder in (out, empty):
         assert main(["load", str(trace), "-o", str(folder), "--parquet", "-q", "--force"]) == 0, capsys.readouterr()
-        with dataset.open(folder) as ds:
+        with api.open_dataset(folder) as ds:
             assert ds.rows("SELECT count(*) FROM traces") == [(1,)]
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "keep.txt").write_text("mine")

@@ -23,9 +23,9 @@ from conftest import SHARED_TRACES, VARIANTS
 from synthetic import post_variants
 
 import tracekit
-from tracekit import export
 from tracekit.cli import cli, main
 from tracekit.errors import TracekitError
+from tracekit.present import export
 
 WIDE = decimal.Context(prec=200)
 

@@ -1,6 +1,6 @@
 """Finding messages say what their rows say (counts per launch API, not the first row's API)."""
 
-from tracekit import findings
+from tracekit.analysis import findings
 
 
 def _template(query: str) -> str:

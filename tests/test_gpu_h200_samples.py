@@ -241,8 +241,8 @@ def test_training_step_counts_each_backward_attention_as_one_call(h200):
 def test_report_counts_a_training_steps_backward_apart():
     """On the H200 training step the report's per-call numbers are the forward calls' (the profiler's own
     module figures), the backward calls get rows of their own; a report without backward calls has none."""
-    from tracekit import report
-    from tracekit.report_render import _rows
+    from tracekit.analysis import report
+    from tracekit.analysis.report_render import _rows
 
     model = next(m for m in MANIFEST["models"] if m.get("training"))
     rep = report.build([SAMPLES / model["file"], SAMPLES / "naive.json.gz"])

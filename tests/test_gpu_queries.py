@@ -32,8 +32,8 @@ from synthetic import (
 )
 
 import tracekit
-from tracekit import rules
 from tracekit.errors import TracekitError
+from tracekit.model import rules
 
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}

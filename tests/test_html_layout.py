@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_report import _browser, _chromium, _console_lines
 
-from tracekit import report
+from tracekit.analysis import report
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces" / "gpu_a100_synthetic"
 # Long, realistic names (the post's trace naming: {batch}_{heads}_{seq}_{head_dim}_{backend}_{mode}).

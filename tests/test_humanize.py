@@ -6,8 +6,9 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from tracekit import humanize, names
 from tracekit.cli import cli
+from tracekit.common import names
+from tracekit.present import humanize
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces" / "gpu_a100_synthetic"
@@ -149,7 +150,7 @@ def test_dash_writes_to_stdout(fmt):
 
 
 def test_finding_messages_show_kernel_names_demangled_and_cut_in_the_middle():
-    from tracekit.render import format_unit
+    from tracekit.present.values import format_unit
 
     shown = format_unit(AITER, "short")
     assert shown.startswith("aiter::add_rmsnorm_quant_kerne") and shown.endswith(">(…)") and len(shown) <= 60

@@ -15,7 +15,7 @@ import random
 import duckdb
 import pytest
 
-from tracekit import link
+from tracekit.model import link
 
 GRID = 250  # ns: a quarter of BLEED_NS, so ends within the bleed are common
 

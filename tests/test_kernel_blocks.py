@@ -1,4 +1,4 @@
-"""Attention blocks read from a stream's kernel order (tracekit/kernel_blocks.py): graph replays
+"""Attention blocks read from a stream's kernel order (tracekit/attribution/kernel_blocks.py): graph replays
 and compiled regions, where no CPU op says which kernels are the attention layer's.
 
 Synthetic traces whose ground truth is known by construction (each kernel's role is given where
@@ -9,7 +9,7 @@ from __future__ import annotations
 from synthetic import TraceBuilder
 
 import tracekit
-from tracekit import kernel_blocks
+from tracekit.attribution import kernel_blocks
 
 GEMM_QKV = "Cijk_Alik_Bljk_BBS_MT64x32x256"
 GEMM_O = "Cijk_Alik_Bljk_BBS_MT16x32x512"

@@ -12,8 +12,10 @@ import pytest
 from synthetic import post_variants
 
 import tracekit
-from tracekit import api, database, model, parallel, queries
+from tracekit import api
 from tracekit.cli import main
+from tracekit.library import queries
+from tracekit.store import database, parallel, pipeline
 
 
 @pytest.fixture
@@ -103,7 +105,7 @@ def test_other_link_errors_surface(trace_file, tmp_path, monkeypatch):
     def broken(con, *a, **k):
         raise duckdb.IOException("IO Error: simulated failure while linking")
 
-    monkeypatch.setattr(model, "build", broken)
+    monkeypatch.setattr(pipeline, "build", broken)
     with tracekit.open(db) as trace, pytest.raises(duckdb.IOException, match="simulated"):
         trace.link()
     assert _state(db) == ("false", False)
@@ -156,11 +158,11 @@ def test_needs_link(sql, expected):
 
 
 def test_linked_names_are_the_documented_linked_tables():
-    from tracekit.schema import TABLES
+    from tracekit.schema.catalog import TABLES
 
     documented = {t.name for t in TABLES.values() if t.group in ("linked", "attention", "rules")}
     assert documented == set(api.LINKED_NAMES)
-    assert set(database.VIEWS) | set(model.VIEWS) >= {"gpu_op_events", "cpu_ops"}
+    assert set(database.VIEWS) | set(pipeline.VIEWS) >= {"gpu_op_events", "cpu_ops"}
 
 
 def test_a_database_being_written_elsewhere_gets_a_clear_error(trace_file, tmp_path):
@@ -230,7 +232,7 @@ def test_a_database_is_written_one_row_group_at_a_time(trace_file, tmp_path, mon
     the part-filled row groups a parallel write leaves, on one core), but where many files' parts are merged."""
     path, truth = trace_file
     seen = []
-    build, ingest_ = model.build, database.ingest.ingest
+    build, ingest_ = pipeline.build, database.ingest.ingest
 
     def setting(where):
         def record(con):
@@ -241,7 +243,7 @@ def test_a_database_is_written_one_row_group_at_a_time(trace_file, tmp_path, mon
 
         return record
 
-    monkeypatch.setattr(model, "build", lambda con, *a, **k: setting("build")(con) or build(con, *a, **k))
+    monkeypatch.setattr(pipeline, "build", lambda con, *a, **k: setting("build")(con) or build(con, *a, **k))
     monkeypatch.setattr(database.ingest, "ingest", lambda con, *a, **k: setting("parse")(con) or ingest_(con, *a, **k))
     merge = parallel.merge
     monkeypatch.setattr(parallel, "merge", lambda con, *a, **k: setting("merge")(con) or merge(con, *a, **k))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit import report
+from tracekit.analysis import report
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "sample_traces" / "gpu_h200"

@@ -15,7 +15,7 @@ import pytest
 from synthetic import TraceBuilder, tiny_llama
 
 import tracekit
-from tracekit import findings
+from tracekit.analysis import findings
 
 CORE = ("qkv_proj", "qk_matmul", "softmax", "pv_matmul", "out_proj", "fused_attention")
 
@@ -224,7 +224,7 @@ def test_attention_kernel_beats_a_kv_cache_name_rule(tmp_path):
     }
     t = 5_000
     # Each on a stream of its own: these are name rules, and neighbours on one stream would be read
-    # as one attention block (tracekit/kernel_blocks.py; its tests are test_kernel_blocks.py).
+    # as one attention block (tracekit/attribution/kernel_blocks.py; its tests are test_kernel_blocks.py).
     for stream, name in enumerate(names, start=10):
         b.orphan_kernel(name, t, 10_000, stream=stream)
         t += 12_000

@@ -26,9 +26,10 @@ import pytest
 from synthetic import TraceBuilder
 
 import tracekit
-from tracekit import database, link
-from tracekit.kinds import CPU_NEST_KINDS
-from tracekit.sqltext import in_list
+from tracekit.common.sqltext import in_list
+from tracekit.model import link
+from tracekit.schema.kinds import CPU_NEST_KINDS
+from tracekit.store import database
 
 GRID = 500  # ns: a coarse grid makes equal timestamps (and BLEED_NS-sized gaps) common
 
@@ -300,7 +301,7 @@ def test_background_imports_finish_and_leave_a_failure_to_the_caller():
     own import to report (the thread swallows it), and waiting for either returns."""
     import sys
 
-    from tracekit import background
+    from tracekit.common import background
 
     sys.modules.pop("tracekit.docgen", None)
     background.imports("tracekit.docgen", "tracekit_no_such_module")

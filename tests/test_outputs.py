@@ -18,8 +18,8 @@ import pytest
 from synthetic import post_variants
 
 import tracekit
-from tracekit import outputs
 from tracekit.cli import main
+from tracekit.common import outputs
 from tracekit.errors import TracekitError
 
 
@@ -160,7 +160,7 @@ def test_a_full_tmpdir_is_named_in_the_error(trace_file, tmp_path, monkeypatch, 
     import errno
     import tempfile
 
-    from tracekit import reader
+    from tracekit.ingest import scan
 
     staging = tmp_path / "tmpdir"
     staging.mkdir()
@@ -169,7 +169,7 @@ def test_a_full_tmpdir_is_named_in_the_error(trace_file, tmp_path, monkeypatch, 
     def full(self, data, body_offset):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(reader._PartWriter, "write", full)
+    monkeypatch.setattr(scan._PartWriter, "write", full)
     out = tmp_path / "x.duckdb"
     assert main(["load", str(trace_file), "-o", str(out)]) == 1
     err = capsys.readouterr().err.strip()

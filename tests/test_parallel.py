@@ -9,8 +9,9 @@ import pytest
 from synthetic import post_variants
 
 import tracekit
-from tracekit import database, outputs, parallel
 from tracekit.cli import main
+from tracekit.common import outputs
+from tracekit.store import database, parallel
 
 # Every column of the base tables but the one that says which process loaded the file.
 TABLES = {

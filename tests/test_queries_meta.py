@@ -17,8 +17,8 @@ from conftest import require_shared
 from synthetic import post_variants
 
 import tracekit
-from tracekit import queries
 from tracekit.cli import cli
+from tracekit.library import queries
 
 GOLDEN = Path(__file__).parent / "golden"
 SHIPPED = sorted(queries.library().values(), key=lambda q: q.id)

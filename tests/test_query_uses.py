@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit import queries
 from tracekit.errors import QueryError
+from tracekit.library import queries
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "cpu_attention" / "naive.json.gz"
 

@@ -12,7 +12,7 @@ import json
 import pytest
 
 import tracekit
-from tracekit import reader
+from tracekit.ingest import scan
 
 
 def events(n, text="x"):
@@ -40,8 +40,8 @@ def loaded_names(path):
 
 @pytest.fixture(autouse=True)
 def tiny_parts(monkeypatch):
-    monkeypatch.setattr(reader, "PART_BYTES", 2048)
-    monkeypatch.setattr(reader, "BLOCK_BYTES", 1024)
+    monkeypatch.setattr(scan, "PART_BYTES", 2048)
+    monkeypatch.setattr(scan, "BLOCK_BYTES", 1024)
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -67,8 +67,8 @@ def test_keys_before_and_after_the_array_with_arrays_after_it(tmp_path, gz):
 
 def test_many_parts_keep_order_and_count(tmp_path, monkeypatch):
     staged = []
-    real_stage = reader.stage
-    monkeypatch.setattr(reader, "stage", lambda *a, **k: staged.append(real_stage(*a, **k)) or staged[-1])
+    real_stage = scan.stage
+    monkeypatch.setattr(scan, "stage", lambda *a, **k: staged.append(real_stage(*a, **k)) or staged[-1])
     ev = events(2000)
     path = tmp_path / "big.json"
     path.write_text(json.dumps({"traceEvents": ev}))
@@ -81,8 +81,8 @@ def test_a_split_inside_a_string_falls_back_to_the_exact_parse(tmp_path, monkeyp
     # Names holding "}, {" fool the byte-level split; DuckDB rejects the parts
     # and the exact parser must produce the same events.
     exact = []
-    real_exact = reader.stage_exact
-    monkeypatch.setattr(reader, "stage_exact", lambda *a, **k: exact.append(a[0]) or real_exact(*a, **k))
+    real_exact = scan.stage_exact
+    monkeypatch.setattr(scan, "stage_exact", lambda *a, **k: exact.append(a[0]) or real_exact(*a, **k))
     ev = events(400, text='"}, {"ph": "X", ' * 20)
     path = tmp_path / "tricky.json"
     path.write_text(json.dumps({"traceEvents": ev}))
@@ -121,7 +121,7 @@ def test_nanosecond_fractions_and_epoch_timestamps_are_exact(tmp_path):
 
 def test_every_category_spelling_maps_to_its_kind(tmp_path):
     """Ground truth is CATEGORY_KINDS itself, written in upper and lower case, plus the phase rules."""
-    from tracekit.kinds import CATEGORY_KINDS
+    from tracekit.schema.kinds import CATEGORY_KINDS
 
     evs = [
         {"ph": "X", "cat": cat.upper() if i % 2 else cat, "name": f"e{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
@@ -148,7 +148,7 @@ def test_a_plain_file_is_staged_into_the_parts_the_streaming_path_writes(tmp_pat
     """An uncompressed file's parts are copied file to file (os.copy_file_range, else through
     Python); the gzipped copy of the same text goes through the streaming writer: same bytes."""
     if not copy_file_range:
-        monkeypatch.delattr(reader.os, "copy_file_range", raising=False)
+        monkeypatch.delattr(scan.os, "copy_file_range", raising=False)
     ev = events(400)
     text = '{"x": 1,\n"traceEvents": [\n' + ",\n".join(json.dumps(e) for e in ev) + '\n],\n"after": [1, "]"]}\n'
     plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
@@ -158,7 +158,7 @@ def test_a_plain_file_is_staged_into_the_parts_the_streaming_path_writes(tmp_pat
     for path in (plain, packed):
         work = tmp_path / path.name.replace(".", "_")
         work.mkdir()
-        st = reader.stage(path, work, "t1")
+        st = scan.stage(path, work, "t1")
         staged[path.suffix] = (st.header, st.body_bytes, [p.read_bytes() for p in st.parts])
     assert staged[".json"] == staged[".gz"]
     header, body_bytes, parts = staged[".json"]
@@ -173,7 +173,7 @@ def test_an_unterminated_array_cut_on_an_event_boundary_keeps_every_event(tmp_pa
     read block ends exactly after an event's ",\\n". The plain path looked at the file's tail, found no
     end and handed over to the streaming path without seeking back, which then read on from the end of
     the file: it staged the first block alone, a valid shorter array (39 of 100 events, no error)."""
-    monkeypatch.setattr(reader, "BLOCK_BYTES", 4096)  # 4095 bytes of body = 39 lines of 105 bytes
+    monkeypatch.setattr(scan, "BLOCK_BYTES", 4096)  # 4095 bytes of body = 39 lines of 105 bytes
     lines = []
     for i in range(100):
         event = {"name": "x", "ph": "X", "ts": i, "dur": 1, "pid": 1, "tid": 1, "cat": "cpu_op", "args": {"p": ""}}

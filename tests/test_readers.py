@@ -1,4 +1,4 @@
-"""The reader seam: a format is one entry in readers.READERS (synthetic NDJSON, known by construction)."""
+"""The reader seam: a format is one entry in formats.READERS (synthetic NDJSON, known by construction)."""
 
 from __future__ import annotations
 
@@ -6,24 +6,24 @@ import json
 from pathlib import Path
 
 import tracekit
-from tracekit import reader, readers
+from tracekit.ingest import formats, scan
 
 
-def _ndjson_reader() -> readers.Reader:
+def _ndjson_reader() -> formats.Reader:
     """A test-only format: one Chrome trace event per line (``*.events.ndjson``)."""
 
-    def stage(path: Path, workdir: Path, stem: str) -> readers.StagedTrace:
+    def stage(path: Path, workdir: Path, stem: str) -> formats.StagedTrace:
         events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         part = workdir / f"{stem}.0.json"
         part.write_text(json.dumps(events))
-        return readers.StagedTrace(path, "array", {}, [part], part.stat().st_size)
+        return formats.StagedTrace(path, "array", {}, [part], part.stat().st_size)
 
-    return readers.Reader("ndjson-test", (".events.ndjson",), stage, stage, reader.select_sql)
+    return formats.Reader("ndjson-test", (".events.ndjson",), stage, stage, scan.select_sql)
 
 
 def test_a_registered_reader_is_found_by_suffix_and_loads_every_event(tmp_path, monkeypatch):
     ndjson = _ndjson_reader()
-    monkeypatch.setattr(readers, "READERS", (ndjson, *readers.READERS))
+    monkeypatch.setattr(formats, "READERS", (ndjson, *formats.READERS))
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5, "dur": 4.0},
         {
@@ -42,9 +42,9 @@ def test_a_registered_reader_is_found_by_suffix_and_loads_every_event(tmp_path, 
     folder.mkdir()
     (folder / "rank0.events.ndjson").write_text("\n".join(json.dumps(e) for e in events) + "\n")
     (folder / "notes.txt").write_text("not a trace")
-    assert readers.is_trace_name("rank0.events.ndjson") and not readers.is_trace_name("notes.txt")
-    assert readers.for_path(Path("x.events.ndjson")) is ndjson
-    assert readers.for_path(Path("x.json.gz")) is readers.JSON
+    assert formats.is_trace_name("rank0.events.ndjson") and not formats.is_trace_name("notes.txt")
+    assert formats.for_path(Path("x.events.ndjson")) is ndjson
+    assert formats.for_path(Path("x.json.gz")) is formats.JSON
     with tracekit.load(folder) as trace:
         rows = trace.rows("SELECT name, kind, ts_ns, dur_ns, correlation FROM events ORDER BY ordinal")
         assert rows == [

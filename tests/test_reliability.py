@@ -17,9 +17,10 @@ import pytest
 from synthetic import post_variants
 
 import tracekit
-from tracekit import outputs, render
 from tracekit.cli import main
+from tracekit.common import outputs
 from tracekit.errors import QueryError
+from tracekit.present import render, values
 
 
 @pytest.fixture
@@ -236,7 +237,7 @@ def test_streamed_output_equals_the_table_rendering(trace_file, tmp_path):
                 assert [ln.split() for ln in streamed_lines] == [ln.split() for ln in whole_lines]
             else:
                 assert streamed.getvalue() == whole.getvalue(), fmt
-        assert json.loads(_json(trace, sql)) == render.records(table)
+        assert json.loads(_json(trace, sql)) == values.records(table)
 
 
 def _json(trace, sql) -> str:
@@ -330,8 +331,8 @@ def test_rules_csv_with_a_byte_order_mark(trace_file, tmp_path, capsys):
 
 
 def test_the_cache_notices_a_rewrite_with_the_same_size_and_mtime(trace_file, tmp_path, monkeypatch):
-    from tracekit import database
-    from tracekit.sources import discover
+    from tracekit.ingest.sources import discover
+    from tracekit.store import database
 
     monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "cache"))
     before = database.cache_key(discover([trace_file]))

@@ -34,9 +34,10 @@ from click.testing import CliRunner
 from synthetic import post_variants
 
 import tracekit
-from tracekit import diff, findings, report
+from tracekit import diff
+from tracekit.analysis import findings, report
+from tracekit.analysis.report_render import fmt
 from tracekit.cli import cli, main
-from tracekit.report_render import fmt
 
 ORDER = ("inplace", "naive", "math", "efficient", "flash", "cudnn")
 
@@ -383,7 +384,7 @@ def test_python_api_twin(variants, made):
 def test_report_progress_shows_on_a_terminal_only(monkeypatch):
     import io
 
-    from tracekit.console import Steps as _Steps
+    from tracekit.present.console import Steps as _Steps
 
     class Tty(io.StringIO):
         def isatty(self):

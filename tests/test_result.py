@@ -9,7 +9,8 @@ import pyarrow as pa
 import pytest
 
 import tracekit
-from tracekit import diff, report
+from tracekit import diff
+from tracekit.analysis import report
 from tracekit.errors import TracekitError
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces" / "gpu_a100_synthetic"

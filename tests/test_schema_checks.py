@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from conftest import SHARED_TRACES, load_post_variants
 
-from tracekit import stages
-from tracekit.schema import TABLES
-from tracekit.sqltext import in_list
+from tracekit.common.sqltext import in_list
+from tracekit.schema import stages
+from tracekit.schema.catalog import TABLES
 
 
 def _violations(trace) -> list[str]:

@@ -6,7 +6,7 @@ import pytest
 from synthetic import post_variants
 
 import tracekit
-from tracekit.schema import TABLES
+from tracekit.schema.catalog import TABLES
 
 
 @pytest.fixture(scope="module")

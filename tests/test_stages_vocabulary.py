@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from tracekit import attribution, plots, stages
-from tracekit.schema import TABLES
+from tracekit.attribution import assign
+from tracekit.present import plots
+from tracekit.schema import stages
+from tracekit.schema.catalog import TABLES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,9 +24,9 @@ def test_capture_labels_use_the_vocabulary():
 
 
 def test_attribution_and_plots_read_the_vocabulary():
-    assert set(attribution.CORE_STAGES) <= set(stages.names())
-    assert set(attribution.KERNEL_LEVEL_STAGES) <= set(attribution.CORE_STAGES)
-    assert "fused_attention" in attribution.CORE_STAGES and "fused_attention" not in attribution.KERNEL_LEVEL_STAGES
+    assert set(assign.CORE_STAGES) <= set(stages.names())
+    assert set(assign.KERNEL_LEVEL_STAGES) <= set(assign.CORE_STAGES)
+    assert "fused_attention" in assign.CORE_STAGES and "fused_attention" not in assign.KERNEL_LEVEL_STAGES
     assert list(plots.STAGE_COLORS) == list(stages.names())
     assert all(c.startswith("#") and len(c) == 7 for c in plots.STAGE_COLORS.values())
 

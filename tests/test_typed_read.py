@@ -14,8 +14,8 @@ import json
 import pytest
 
 import tracekit
-from tracekit import ingest, reader
 from tracekit.errors import TraceFormatError
+from tracekit.ingest import events_table, scan
 
 
 def clean_events() -> list[dict]:
@@ -52,22 +52,22 @@ def clean_events() -> list[dict]:
 def reads(monkeypatch):
     """The SELECTs each load ran, in order: 'typed' and/or 'exact'."""
     ran: list[str] = []
-    typed, exact = reader.typed_sql, reader.select_sql
-    monkeypatch.setattr(reader, "typed_sql", lambda staged: ran.append("typed") or typed(staged))
-    monkeypatch.setattr(reader, "select_sql", lambda parts: ran.append("exact") or exact(parts))
+    typed, exact = scan.typed_sql, scan.select_sql
+    monkeypatch.setattr(scan, "typed_sql", lambda staged: ran.append("typed") or typed(staged))
+    monkeypatch.setattr(scan, "select_sql", lambda parts: ran.append("exact") or exact(parts))
     return ran
 
 
 def rows(path, exact_only=False):
     """Every column of events in id order; ``exact_only``: the typed read is not tried."""
-    real = ingest._insert_typed
+    real = events_table._insert_typed
     if exact_only:
-        ingest._insert_typed = lambda con, batch: False
+        events_table._insert_typed = lambda con, batch: False
     try:
         with tracekit.load(path) as trace:
             return trace.sql("SELECT * FROM events ORDER BY id").to_dicts()
     finally:
-        ingest._insert_typed = real
+        events_table._insert_typed = real
 
 
 def write(path, events, raw_events=None):
@@ -179,18 +179,18 @@ def test_one_unprovable_trace_sends_its_whole_batch_to_the_exact_read(tmp_path, 
 def test_count_colons_counts_bytes_and_refuses_escapes(tmp_path, text, expected):
     path = tmp_path / "part.json"
     path.write_bytes(text)
-    assert reader.count_colons(path) == expected
+    assert scan.count_colons(path) == expected
 
 
 def test_count_colons_sees_an_escape_across_a_block_boundary(tmp_path, monkeypatch):
-    monkeypatch.setattr(reader, "BLOCK_BYTES", 16)
+    monkeypatch.setattr(scan, "BLOCK_BYTES", 16)
     for cut in range(1, 6):  # the escape split after each of its characters
         text = b"x" * (16 - cut) + b"\\u003a" + b":" * 20
         path = tmp_path / f"p{cut}.json"
         path.write_bytes(text)
-        assert reader.count_colons(path) is None
+        assert scan.count_colons(path) is None
         path.write_bytes(text.replace(b"\\u003a", b"\\u0041"))
-        assert reader.count_colons(path) == 20
+        assert scan.count_colons(path) == 20
 
 
 @pytest.mark.parametrize("copy_file_range", [True, False])
@@ -198,9 +198,9 @@ def test_staging_counts_the_colons_of_the_events_array_only(tmp_path, monkeypatc
     """Plain files are copied and counted part by part on two threads, gzipped ones as the streaming
     writer writes them; the keys around the array (full of ':') are not counted."""
     if not copy_file_range:
-        monkeypatch.delattr(reader.os, "copy_file_range", raising=False)
-    monkeypatch.setattr(reader, "PART_BYTES", 2048)
-    monkeypatch.setattr(reader, "BLOCK_BYTES", 1024)
+        monkeypatch.delattr(scan.os, "copy_file_range", raising=False)
+    monkeypatch.setattr(scan, "PART_BYTES", 2048)
+    monkeypatch.setattr(scan, "BLOCK_BYTES", 1024)
     body = ",\n".join(json.dumps(e) for e in clean_events() * 40)
     text = '{"a": {"b:c": 1}, "traceEvents": [' + body + '], "z": [{"y": ":"}]}'
     for name in ("t.json", "t.json.gz"):
@@ -208,7 +208,7 @@ def test_staging_counts_the_colons_of_the_events_array_only(tmp_path, monkeypatc
         path.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
         work = tmp_path / name.replace(".", "_")
         work.mkdir()
-        staged = reader.stage(path, work, "t1")
+        staged = scan.stage(path, work, "t1")
         assert len(staged.parts) > 10
         assert staged.colons == body.count(":") == sum(p.read_bytes().count(b":") for p in staged.parts)
 
@@ -218,7 +218,7 @@ def test_staging_gives_up_counting_at_an_escape_and_counts_an_unterminated_array
     """Both staging paths: a \\u003a escape (a ':' without its byte) anywhere in the array leaves the
     count to nobody (None: the exact read), split across a block boundary too; an array whose closing
     bracket is missing (allowed in Chrome's array form) counts every event's ':'."""
-    monkeypatch.setattr(reader, "BLOCK_BYTES", 64)
+    monkeypatch.setattr(scan, "BLOCK_BYTES", 64)
     events = [json.dumps(e) for e in clean_events() * 8]
     escaped = events[:5] + ['{"name": "a\\u003ab", "ph": "X", "ts": 1, "dur": 1, "pid": 1, "tid": 1}'] + events[5:]
     for i, (text, expected) in enumerate(
@@ -231,7 +231,7 @@ def test_staging_gives_up_counting_at_an_escape_and_counts_an_unterminated_array
         path.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
         work = tmp_path / f"w{i}{name}"
         work.mkdir()
-        assert reader.stage(path, work, "t1").colons == expected
+        assert scan.stage(path, work, "t1").colons == expected
 
 
 # ts/dur in microseconds as written, and their nanoseconds by exact decimal arithmetic.
@@ -249,12 +249,20 @@ TIMES = [
     "999999999999.999",
     "1000000000000.000",
     "-999999999999.999",
-    "8999999999999999.999",  # ingest.MAX_ABS_TS_US: far from every center
+    "8999999999999999.999",  # events_table.MAX_ABS_TS_US: far from every center
     "-8999999999999999.999",
     "5e3",
     "12.5E-2",
 ]
-DURS = ["0", "0.001", "12.5", "999999999999.999", "1000000000000.000", "5e3", "12.5E-2"]  # up to ingest.MAX_DUR_US
+DURS = [
+    "0",
+    "0.001",
+    "12.5",
+    "999999999999.999",
+    "1000000000000.000",
+    "5e3",
+    "12.5E-2",
+]  # up to events_table.MAX_DUR_US
 
 
 def ns(text):
@@ -267,7 +275,7 @@ def ns(text):
 
 @pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
 def test_ts_and_dur_are_exact_nanoseconds_whichever_path_converts_them(tmp_path, reads, name):
-    """The short int64 conversion (``reader._ns``) near the sampled center and 0, the 128-bit one
+    """The short int64 conversion (``scan._ns``) near the sampled center and 0, the 128-bit one
     elsewhere: every value as exact decimal arithmetic says, out-of-range ones NULL (a metadata
     event may hold one)."""
     raw = ['{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1712195500001778.5, "dur": 1}'] * 20
@@ -289,9 +297,9 @@ def test_ts_and_dur_are_exact_nanoseconds_whichever_path_converts_them(tmp_path,
 def test_the_sampled_centers_put_an_epoch_trace_on_the_short_path(tmp_path):
     part = tmp_path / "t1.0000.json"
     part.write_text('[{"ph": "M", "ts": 0}, ' + ", ".join(['{"ts": 1712195500001778.039}'] * 5) + "]")
-    assert reader.ts_centers([part]) == [1712200000000000, 0]
+    assert scan.ts_centers([part]) == [1712200000000000, 0]
     con = __import__("duckdb").connect()
-    sql = reader._ns("x", [1712200000000000, 0])
+    sql = scan._ns("x", [1712200000000000, 0])
     got = con.execute(f"SELECT {sql} FROM (SELECT 1713199999999999.999::DECIMAL(24,3) AS x)").fetchall()
     assert got == [(1713199999999999999,)]
 
@@ -334,8 +342,8 @@ def test_the_legacy_external_id_key_is_read_when_the_bytes_may_hold_it(tmp_path,
 def test_the_scan_says_whether_the_legacy_key_may_be_there(tmp_path, monkeypatch, text, legacy):
     path = tmp_path / "part.json"
     path.write_bytes(text)
-    assert reader._scan(path).legacy is legacy
-    monkeypatch.setattr(reader, "BLOCK_BYTES", 8)
+    assert scan._scan(path).legacy is legacy
+    monkeypatch.setattr(scan, "BLOCK_BYTES", 8)
     for pad in range(16):  # the key or escape across each block boundary
         path.write_bytes(b" " * pad + text)
-        assert reader._scan(path).legacy is legacy
+        assert scan._scan(path).legacy is legacy

@@ -14,15 +14,15 @@ __all__ = ["load", "open", "Trace", "Result", "TracekitError", "__version__"]
 
 def __getattr__(name):
     if name in ("load", "open", "Trace"):
-        from . import api
+        from tracekit import api
 
         return getattr(api, name)
     if name == "Result":
-        from .result import Result
+        from tracekit.result import Result
 
         return Result
     if name == "TracekitError":
-        from .errors import TracekitError
+        from tracekit.errors import TracekitError
 
         return TracekitError
     raise AttributeError(f"module 'tracekit' has no attribute {name!r}")

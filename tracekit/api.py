@@ -12,20 +12,22 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from . import database, model, queries, sqlsafety
-from .errors import QueryError, TraceFormatError
-from .render import BATCH_ROWS
-from .result import Result
-from .schema import TABLES
-from .sources import discover
+from tracekit.common import sqlsafety
+from tracekit.errors import QueryError, TraceFormatError
+from tracekit.ingest.sources import discover
+from tracekit.library import queries
+from tracekit.present.render import BATCH_ROWS
+from tracekit.result import Result
+from tracekit.schema.catalog import TABLES
+from tracekit.store import database, pipeline
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 
 # Tables and views the linked model creates.
-LINKED_NAMES = model.NAMES
-_LINKED = {n.lower() for n in (*LINKED_NAMES, *model.MACRO_NAMES)}
+LINKED_NAMES = pipeline.NAMES
+_LINKED = {n.lower() for n in (*LINKED_NAMES, *pipeline.MACRO_NAMES)}
 _LINKED_RE = re.compile(r"\b(" + "|".join(sorted(_LINKED)) + r")\b", re.IGNORECASE)
 
 
@@ -136,7 +138,7 @@ class Trace:
     def linked(self) -> bool:
         """Whether the linked tables exist yet."""
         if self._linked is None:
-            self._linked = model.is_built(self._con)
+            self._linked = pipeline.is_built(self._con)
         return self._linked
 
     def link(self) -> Trace:
@@ -161,13 +163,13 @@ class Trace:
             finally:
                 self._con = duckdb.connect(str(self.path), read_only=True)
                 self._guard()
-            if not linked or not model.is_built(self._con):
+            if not linked or not pipeline.is_built(self._con):
                 # Not writable by this process (or another connection of this process still holds the
                 # file as it was): link for this connection only, under the same memory cap.
                 self._con.execute("SET memory_limit = ?", [database.link_memory_limit(self._con)])
-                model.build(self._con, temp=True)
+                pipeline.build(self._con, temp=True)
         else:
-            model.build(self._con)
+            pipeline.build(self._con)
         self._linked = True
 
     def _guard(self) -> None:
@@ -309,7 +311,7 @@ class Trace:
             return self
         self.link()
         try:
-            model.reattribute(self.con, rule_dirs)
+            pipeline.reattribute(self.con, rule_dirs)
         except duckdb.Error as exc:
             raise QueryError(
                 f"re-attributing with {', '.join(map(str, rule_dirs))} failed: {str(exc).strip()}"
@@ -369,6 +371,14 @@ def open(path, read_only: bool = True, allow_files: bool | None = None) -> Trace
     return Trace(con, path, read_only=read_only, allow_files=allow_files)
 
 
+def open_dataset(path, allow_files: bool | None = None) -> Trace:
+    """Open a Parquet dataset folder written by ``tracekit load --parquet`` (``tracekit.store.dataset``)."""
+    from tracekit.store import dataset  # Parquet datasets only: not imported for a .duckdb
+
+    con, folder = dataset.connect(path)
+    return Trace(con, None, allow_files=allow_files, readable=(folder,))
+
+
 # DuckDB's words for a file another process holds (not "lock" inside "block" of a corrupt file).
 _LOCKED = re.compile(r"could not set lock on file|conflicting lock", re.IGNORECASE)
 
@@ -410,15 +420,13 @@ def load(
         paths = [paths]
     paths = list(paths)
     if len(paths) == 1 and output is None and (Path(paths[0]) / "tracekit_dataset.json").is_file():
-        from . import dataset  # a folder written by load --parquet (dataset.MANIFEST)
-
-        trace = dataset.open(paths[0], allow_files=allow_files)
+        trace = open_dataset(paths[0], allow_files=allow_files)  # a folder written by load --parquet
         return trace.link() if link else trace
     if len(paths) == 1 and is_database(paths[0]) and output is None:
         trace = open(paths[0], allow_files=allow_files)
         return trace.link() if link else trace
     if output is not None and len(discover(paths)) > 1:
-        from . import parallel
+        from tracekit.store import parallel
 
         return open(
             parallel.build_file(

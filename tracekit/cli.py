@@ -18,8 +18,12 @@ from pathlib import Path
 import click
 import duckdb
 
-from . import __version__, api, console, database, diff, humanize, outputs, queries, render, sqlsafety
-from .errors import ParameterError, TracekitError
+from tracekit import __version__, api, diff
+from tracekit.common import outputs, sqlsafety
+from tracekit.errors import ParameterError, TracekitError
+from tracekit.library import queries
+from tracekit.present import console, humanize, render, values
+from tracekit.store import database
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -263,7 +267,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
       tracekit load profiler_logs/ -o run.duckdb --force --jobs 8
       tracekit load profiler_logs/ -o run_dataset/ --parquet --dask local:8
     """
-    from . import parallel  # worker processes: imported by the one command that uses them
+    from tracekit.store import parallel  # worker processes: imported by the one command that uses them
 
     if output.exists() and not force:
         raise TracekitError(f"{output}: already exists (use --force to replace it)")
@@ -277,7 +281,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
         return
     with _loading(progress, quiet, lambda: api.open(output), output, link_now):
         if dask:
-            from . import dataset
+            from tracekit.store import dataset
 
             path = parallel.build_file(
                 list(paths),
@@ -306,24 +310,24 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
 
 
 def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, progress, memory_limit) -> None:
-    from . import dataset
+    from tracekit.store import dataset
 
     if output.exists() and force:
         if not (dataset.is_dataset(output) or (output.is_dir() and not any(output.iterdir()))):
             raise TracekitError(f"{output}: not a tracekit dataset; --force replaces only a dataset")
         shutil.rmtree(output)
-    with _loading(progress, quiet, lambda: dataset.open(output), output, False):
+    with _loading(progress, quiet, lambda: api.open_dataset(output), output, False):
         dataset.build(
             list(paths), output, jobs=jobs, dask=dask, warn=console.warn, progress=progress, memory_limit=memory_limit
         )
     if not quiet:
-        _load_summary(dataset.open(output), output, False)
+        _load_summary(api.open_dataset(output), output, False)
 
 
 @contextlib.contextmanager
 def _loading(progress, quiet: bool, reopen, output, link_now: bool):
     """Close the progress line after a load; when some files failed, summarise what OUTPUT holds, then fail."""
-    from . import parallel
+    from tracekit.store import parallel
 
     try:
         yield
@@ -422,8 +426,8 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
         call_rows = call_rows.slice(0, calls)
     if fmt == "json":
         out = {
-            "stage_breakdown": render.records(breakdown),
-            "attention_calls": render.records(call_rows),
+            "stage_breakdown": values.records(breakdown),
+            "attention_calls": values.records(call_rows),
             "attention_calls_total": total,
         }
         click.echo(json.dumps(out, indent=1))
@@ -481,7 +485,7 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
     communication, memcpy, idle) with the top ops and modules; "what stands
     out" lists the findings (queries/findings/), ranked by the GPU time they
     explain (under 1 % left out unless --all-findings), each with the query
-    that shows its rows. The Python twin is tracekit.report.build(traces).
+    that shows its rows. The Python twin is tracekit.analysis.report.build(traces).
 
     \b
     Example:
@@ -490,7 +494,7 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
     """
     from rich.console import Console
 
-    from . import report
+    from tracekit.analysis import report
 
     if render.is_stdout(html_path) and render.is_stdout(json_path):
         raise click.UsageError("only one of --html and --json can be '-' (stdout)")
@@ -748,14 +752,14 @@ def export_perfetto(source, output, label, quiet, rule_dirs, no_cache):
     slice per GPU op named by its attention stage, and a thread 'attention
     calls' with one slice per attention call spanning its GPU work. Open the
     file at https://ui.perfetto.dev. The file is written atomically. Python:
-    tracekit.export.export_perfetto(trace, path).
+    tracekit.present.export.export_perfetto(trace, path).
 
     \b
     Example:
       tracekit export perfetto run.duckdb -o run.perfetto.json.gz
       tracekit export perfetto runs/ -o rank1.json.gz --trace rank1
     """
-    from . import export
+    from tracekit.present import export
 
     outputs.target(output, [source])  # refuse a device or the input before any work
     with open_source(source, cache=not no_cache, quiet=quiet) as trace:

@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .errors import TracekitError
-from .result import Result
+from tracekit.errors import TracekitError
+from tracekit.result import Result
 
 if TYPE_CHECKING:
-    from .api import Trace
+    from tracekit.api import Trace
 
 BY = ("stage", "kernel")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from .errors import TracekitError
+from tracekit.errors import TracekitError
 
 if TYPE_CHECKING:
     import pandas
@@ -86,13 +86,13 @@ class Result:
         return getattr(self.pl(), attr)
 
     def __repr__(self) -> str:
-        from . import humanize
+        from tracekit.present import humanize
 
         title = f"<tracekit.Result {self.name or 'SQL'}: {len(self):,} rows>\n"
         return title + humanize.table_text(self._table, rows=REPR_ROWS)
 
     def _repr_html_(self) -> str:
-        from . import humanize
+        from tracekit.present import humanize
 
         shown = self._table.slice(0, REPR_ROWS)
         cols, body = humanize.cells(shown)

@@ -1,0 +1,1 @@
+"""The shipped query library: ``<domain>/<name>.sql`` files read by ``tracekit.library.queries``."""

@@ -1,0 +1,89 @@
+"""The report's breakdown section: where the rest of the GPU's time goes.
+
+Per trace: gpu_breakdown's categories (computation, exposed communication,
+exposed memcpy, idle: they add up to the span), then the heaviest ops
+(op_summary) and nn.Module classes (module_summary). Rendered for the
+terminal (rich) and the HTML page from ``TraceReport`` data only.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import TYPE_CHECKING
+
+from tracekit.present.values import format_unit as fmt
+
+if TYPE_CHECKING:
+    from tracekit.analysis.report import Report, TraceReport
+
+# The categories that add up to the span, then the totals they come from.
+PARTS = ("computation", "exposed_communication", "exposed_memcpy", "idle")
+TOTALS = ("communication", "memcpy", "busy", "total")
+
+
+def _times(t: TraceReport) -> dict[str, tuple[int, float | None]]:
+    return {r["category"]: (r["time_ns"], r["pct"]) for r in t.breakdown}
+
+
+def line(t: TraceReport) -> str:
+    """One line: each part's time and share of the span."""
+    times = _times(t)
+    if not times or not times.get("total", (0, None))[0]:
+        return "no GPU ops"
+    parts = [f"{c.replace('_', ' ')} {fmt(times[c][0], 'ns')} ({fmt(times[c][1], 'pct')})" for c in PARTS]
+    return ", ".join(parts) + f"; span {fmt(times['total'][0], 'ns')}"
+
+
+def terminal(report: Report, console) -> None:
+    """Print the section: the breakdown line, top ops and top modules of each trace."""
+    from rich.text import Text
+
+    console.print(Text("Where the GPU's time goes (gpu_breakdown, op_summary, module_summary)", style="bold"))
+    for t in report.traces:
+        console.print(Text(f"  {t.label}: ", style="bold") + Text(line(t)))
+        if t.top_ops:
+            # With its category, as the HTML list has it: op_summary's rows are (op, category), and a
+            # graph replay's kernels, which have no op, would read "(no CPU op)" once per category.
+            ops = ", ".join(f"{r['op']} ({r['category']}) {fmt(r['share_pct'], 'pct')}" for r in t.top_ops)
+            console.print(Text(f"    top ops: {ops}"))
+        if t.top_modules:
+            mods = ", ".join(f"{r['module']} {fmt(r['share_pct'], 'pct')}" for r in t.top_modules)
+            console.print(Text(f"    top modules: {mods}"))
+
+
+def html(report: Report) -> list[str]:
+    """The section as HTML: one table of the breakdown, one list of top ops and modules per trace."""
+    out = [
+        '<section id="breakdown"><h2>Where the GPU\'s time goes</h2>',
+        '<p class="muted">gpu_breakdown: computation + exposed communication + exposed memcpy + idle = the '
+        "span from the first GPU op to the last; communication and memcpy are totals, overlap included.</p>",
+        # Scrolls inside its box like the headline table: many traces with long labels stay on the page.
+        '<div class="scroll"><table class="breakdown"><thead><tr><th>category</th>'
+        + "".join(f"<th>{escape(t.label)}</th>" for t in report.traces)
+        + "</tr></thead><tbody>",
+    ]
+    for c in PARTS + TOTALS:
+        cells = []
+        for t in report.traces:
+            ns, pct = _times(t).get(c, (None, None))
+            cells.append(f'<td class="num">{escape(fmt(ns, "ns"))} ({escape(fmt(pct, "pct"))})</td>')
+        out.append(f"<tr><th>{escape(c.replace('_', ' '))}</th>{''.join(cells)}</tr>")
+    out.append("</tbody></table></div>")
+    for t in report.traces:
+        if not (t.top_ops or t.top_modules):
+            continue
+        out.append(f'<h3>{escape(t.label)}</h3><ul style="word-break: break-all">')
+        for r in t.top_ops:
+            out.append(
+                f"<li>op <code>{escape(r['op'])}</code> ({escape(r['category'])}): {escape(fmt(r['kernel_ns'], 'ns'))}, "
+                f"{escape(fmt(r['share_pct'], 'pct'))} of GPU op time, {r['calls']} calls</li>"
+            )
+        for r in t.top_modules:
+            out.append(
+                f"<li>module <code>{escape(r['module'])}</code>: {escape(fmt(r['gpu_ns'], 'ns'))} "
+                f"({escape(fmt(r['share_pct'], 'pct'))}), self {escape(fmt(r['self_gpu_ns'], 'ns'))}, "
+                f"{r['calls']} calls</li>"
+            )
+        out.append("</ul>")
+    out.append("</section>")
+    return out

@@ -1,0 +1,187 @@
+"""Writing outputs so that they never destroy what was there.
+
+Every file tracekit writes (a database, a cache entry, a report, an export,
+``-o`` of query/sql) goes through here: it is written to a temporary file
+in the target's folder and renamed over the target only when complete, so
+a failure (disk full, file too large, a kill) leaves the previous file as
+it was. Targets that are not regular files (``/dev/null``, a FIFO) and the
+inputs of the same command are refused. Temporary names carry the host and
+process id, so the leftovers of a killed process are removed by the next
+run that writes into the same folder (the part files of a killed
+``load --jobs`` included).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import socket
+import stat
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from tracekit.errors import TracekitError
+
+_HOST = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname() or "host")
+# .NAME.tk-HOST-PID-RANDOM.tmp, what DuckDB adds to it (.wal, and a .tmp spill folder), and the
+# folder of a load's parts (.parts: parallel.build_file).
+_TEMP = re.compile(r"^\..*\.tk-(?P<host>[A-Za-z0-9_.]+)-(?P<pid>\d+)-[0-9a-f]{8}\.tmp(\.wal|\.tmp|\.parts)?$")
+_STAGE = re.compile(r"^tracekit-stage-(?P<host>[A-Za-z0-9_.]+)-(?P<pid>\d+)-")
+SPACE_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+def temp_name(target: Path) -> Path:
+    """A fresh temporary name beside ``target``, tagged with this host and process."""
+    return target.with_name(f".{target.name}.tk-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+
+
+def stage_prefix() -> str:
+    """Prefix of a staging folder in TMPDIR (``ingest``), tagged like ``temp_name``."""
+    return f"tracekit-stage-{_HOST}-{os.getpid()}-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def clean_leftovers(folder: Path, pattern: re.Pattern = _TEMP) -> list[Path]:
+    """Remove what dead tracekit processes of this host left in ``folder``; return what went."""
+    gone: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return gone
+    for entry in entries:
+        m = pattern.match(entry.name)
+        if not m or m["host"] != _HOST or _alive(int(m["pid"])):
+            continue
+        path = Path(entry.path)
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            gone.append(path)
+        except OSError:
+            pass  # another process cleaned it, or not ours to remove
+    return gone
+
+
+def clean_staging(tmp_dir: str | None = None) -> list[Path]:
+    """Remove staging folders that killed loads left in TMPDIR."""
+    import tempfile
+
+    return clean_leftovers(Path(tmp_dir or tempfile.gettempdir()), _STAGE)
+
+
+def target(path, inputs: Iterable = ()) -> Path:
+    """Check that ``path`` may be written: refuse non-regular files and the inputs themselves.
+
+    A symbolic link is followed: the file it points to is replaced, the link stays.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise TracekitError(f"{path}: cannot write there ({exc.strerror or exc})") from None
+    if st is not None:
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, FIFO or socket)"
+            raise TracekitError(f"{path}: is {kind}; tracekit writes only regular files")
+        for item in inputs:
+            try:
+                if os.path.samefile(item, path):
+                    raise TracekitError(f"{path}: is an input of this command; write the output to another file")
+            except OSError:
+                continue
+    if not path.parent.is_dir():
+        raise TracekitError(f"{path}: directory {path.parent} does not exist")
+    return path
+
+
+def space_error(path: Path, exc: BaseException, what: str = "writing") -> TracekitError:
+    """The one-line error of a full disk or a too-large file."""
+    reason = getattr(exc, "strerror", None) or str(exc).strip().splitlines()[0]
+    return TracekitError(f"{path}: {what} failed: {reason}; nothing was replaced (free space in {path.parent})")
+
+
+def is_space_error(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno in SPACE_ERRNOS:
+        return True
+    text = str(exc).lower()
+    return "no space left" in text or "file too large" in text or "disk quota" in text
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    """Give ``tmp`` the permissions a new file gets (umask) and rename it to ``path``."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+
+
+@contextmanager
+def replacing(path, inputs: Iterable = ()) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it is renamed to ``path``.
+
+    For writers that want a file name (DuckDB, Parquet). On any error the
+    temporary file (and DuckDB's .wal / spill folder) is removed and ``path``
+    is left as it was.
+    """
+    path = target(path, inputs)
+    clean_leftovers(path.parent)
+    tmp = temp_name(path)
+    try:
+        yield tmp
+        if not tmp.exists():
+            raise TracekitError(f"{path}: nothing was written")
+        _publish(tmp, path)
+    except Exception as exc:  # OSError, or DuckDB's IOException naming the temporary file
+        if is_space_error(exc):
+            raise space_error(path, exc) from None
+        raise
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+        shutil.rmtree(tmp.with_name(tmp.name + ".tmp"), ignore_errors=True)
+
+
+def write(path, write_to: Callable[[BinaryIO], None], inputs: Iterable = ()) -> Path:
+    """Run ``write_to(binary_file)`` into a temporary file beside ``path``, then rename it to ``path``."""
+    path = target(path, inputs)
+    with replacing(path, inputs) as tmp:
+        try:
+            with open(tmp, "xb") as fh:
+                write_to(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM) and not tmp.exists():
+                raise TracekitError(f"{path}: cannot write there ({exc.strerror or exc})") from None
+            raise
+    return path
+
+
+def write_text(path, text: str, inputs: Iterable = ()) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    data = text.encode("utf-8")
+
+    def put(fh: BinaryIO) -> None:
+        fh.write(data)
+
+    return write(path, put, inputs)

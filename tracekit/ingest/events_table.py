@@ -1,0 +1,424 @@
+"""Building tables: staged events -> the ``events`` table, one row per event.
+
+Every event of every input file becomes exactly one row of ``events``,
+whatever its phase: complete slices (``X``), instants, flows, counters,
+metadata and anything else (``B``/``E``, unknown phases, no ``ph``); views
+per phase (``slices``, ``instants``, ``flows``, ...) select from it. Each row
+keeps its position in the file (``ordinal``), its raw ``cat``, its ``args``
+as JSON and, when the event has keys beyond the Chrome trace format's usual
+ones, the whole event in ``extra``: nothing is dropped.
+
+Events are parsed and typed by one parallel, order-preserving DuckDB
+statement over the staged part files into a TEMP batch table (the reader's
+one-parse typed read when its count proves it dropped no key, else its exact
+read: see ``reader``). The rows are then copied into ``events`` unordered,
+so DuckDB compresses them in parallel as they are written, each with its
+``kind`` and, from its row number in the batch, its ``id`` and file
+``ordinal`` (numbering during the scan would serialize it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from tracekit.common import outputs
+from tracekit.common.sqltext import insert_rows, literal
+from tracekit.errors import NotATraceError, TraceFormatError
+from tracekit.ingest import formats, ranks
+from tracekit.ingest.formats import StagedTrace
+from tracekit.ingest.sources import Source, trace_labels
+from tracekit.schema import catalog
+from tracekit.schema.kinds import kind_join_sql
+
+# Bounds past which a value is corrupt, not merely unusual: ts must fit
+# int64 nanoseconds; no profiler window lasts 11 days.
+MAX_ABS_TS_US = 9_000_000_000_000_000
+MAX_DUR_US = 1_000_000_000_000
+
+BATCH_BYTES = 1 << 30
+
+# The base tables, with their columns as declared in ``schema``.
+BASE_TABLES = ("traces", "devices", "events")
+
+# The per-phase views of events; other_events takes the rest.
+PHASE_VIEWS = {
+    "slices": ("X",),
+    "instants": ("i", "I", "R"),
+    "flows": ("s", "t", "f"),
+    "counters": ("C",),
+    "metadata_events": ("M",),
+}
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class _Staged:
+    trace_id: int
+    label: str
+    staged: StagedTrace
+    file_bytes: int
+    reader: formats.Reader
+    from_directory: bool = False  # found by walking a directory: an empty one is skipped, not an error
+
+
+# Columns stored with a compression of their own rather than the one DuckDB picks. events.args
+# (large JSON texts): zstd writes it in a third of the CPU time of DuckDB's default string
+# compression (x22: 0.27 against 0.84 s) into half the bytes (13 against 28 MB).
+COMPRESSION = {("events", "args"): "zstd"}
+
+
+def create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the empty base tables and the per-phase views of ``events``."""
+    for name in BASE_TABLES:
+        columns = ", ".join(
+            f"{c.name} {c.type}"
+            + (f" USING COMPRESSION {COMPRESSION[name, c.name]}" if (name, c.name) in COMPRESSION else "")
+            for c in catalog.TABLES[name].columns
+        )
+        con.execute(f"CREATE TABLE {name} ({columns})")
+    for name, phases in PHASE_VIEWS.items():
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM events WHERE ph IN ({', '.join(map(literal, phases))})")
+    every = ", ".join(literal(p) for phases in PHASE_VIEWS.values() for p in phases)
+    con.execute(f"CREATE VIEW other_events AS SELECT * FROM events WHERE ph IS NULL OR ph NOT IN ({every})")
+
+
+def ingest(
+    con: duckdb.DuckDBPyConnection,
+    sources: list[Source],
+    progress: Progress | None = None,
+    tmp_dir: str | None = None,
+    warn: Callable[[str], None] | None = None,
+    labels: list[str] | None = None,
+    relabel: bool = True,
+) -> int:
+    """Load ``sources`` into the base tables of ``con``; return traces loaded.
+
+    ``labels`` are the traces' display labels (default: from the paths of
+    ``sources``; a worker loading part of a folder is given the folder's).
+    With ``relabel``, traces recorded by ``tracekit capture`` are then
+    labelled by what they recorded (``capture_labels``); a worker loading one
+    file of many passes False, since only the whole folder tells which
+    labels are unique (the merge relabels).
+
+    Files found by walking a directory that turn out not to be traces (a
+    manifest beside the traces) are skipped with a warning; any other bad
+    file raises ``TraceFormatError`` naming it.
+    """
+    total = sum(s.path.stat().st_size for s in sources)
+    labels = labels or trace_labels([s.path for s in sources])
+    outputs.clean_staging(tmp_dir)  # what loads killed mid-way left behind
+    workdir = Path(tempfile.mkdtemp(prefix=outputs.stage_prefix(), dir=tmp_dir))
+    done = 0
+    skipped: list[str] = []
+    loaded = 0
+    next_id = con.execute("SELECT coalesce(max(trace_id), 0) + 1 FROM traces").fetchall()[0][0]
+    first_id = next_id
+    try:
+        batch: list[_Staged] = []
+        batch_bytes = 0
+        for source, label in zip(sources, labels):
+            if progress:
+                progress(done, total, str(source.path))
+            rd = formats.for_path(source.path)
+            if batch and rd is not batch[0].reader:  # a batch is read by one reader's SELECT
+                loaded += _load_batch(con, batch, workdir, skipped)
+                batch, batch_bytes = [], 0
+            try:
+                st = rd.stage(source.path, workdir, f"t{next_id}")
+            except NotATraceError:
+                if not source.from_directory:
+                    raise
+                skipped.append(str(source.path))
+                continue
+            size = source.path.stat().st_size
+            batch.append(_Staged(next_id, label, st, size, rd, source.from_directory))
+            next_id += 1
+            batch_bytes += st.body_bytes
+            done += size
+            if batch_bytes >= BATCH_BYTES:
+                loaded += _load_batch(con, batch, workdir, skipped)
+                batch, batch_bytes = [], 0
+        if batch:
+            loaded += _load_batch(con, batch, workdir, skipped)
+        if progress:
+            progress(total, total, "")
+    except (OSError, duckdb.Error) as exc:
+        # Python writes only the staging copy; DuckDB's errors name the file they failed on.
+        if outputs.is_space_error(exc) and (isinstance(exc, OSError) or str(workdir) in str(exc)):
+            raise TraceFormatError(
+                sources[0].path,
+                f"out of space while staging in {workdir.parent} (TMPDIR: a load needs about the uncompressed "
+                "trace's size there; set TMPDIR to a folder with room)",
+            ) from None
+        raise
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if skipped and warn:
+        warn(f"skipped {len(skipped)} JSON file(s) without trace events: " + ", ".join(skipped))
+    if not loaded:
+        raise TraceFormatError(sources[0].path.parent if len(sources) > 1 else sources[0].path, "no traces to load")
+    if relabel:
+        capture_labels(con, first_id)
+    return loaded
+
+
+def capture_labels(con: duckdb.DuckDBPyConnection, first_id: int = 1) -> None:
+    """Traces recorded by ``tracekit capture`` (top-level ``tracekit_capture``) are labelled by
+    what was recorded, not by their long file names (rank, host, timestamp): the impl, then
+    impl-device, then impl-rankN, whichever is unique among all labels; else the name stays."""
+    rows = con.execute(
+        """SELECT trace_id, trace, metadata->>'$.tracekit_capture.impl', metadata->>'$.tracekit_capture.device',
+                  rank
+           FROM traces ORDER BY trace_id"""
+    ).fetchall()
+    mine = [r for r in rows if r[0] >= first_id and r[2]]
+    if not mine:
+        return
+    fixed = [r[1] for r in rows if r[0] < first_id or not r[2]]
+    for make in (
+        lambda r: r[2],
+        lambda r: f"{r[2]}-{r[3]}" if r[3] else None,
+        lambda r: f"{r[2]}-rank{r[4]}" if r[4] is not None else None,
+    ):
+        wanted = [make(r) for r in mine]
+        if None not in wanted and len(set(wanted)) == len(wanted) and not set(wanted) & set(fixed):
+            con.executemany("UPDATE traces SET trace = ? WHERE trace_id = ?", [(w, r[0]) for w, r in zip(wanted, mine)])
+            return
+
+
+def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> None:
+    """Insert and number the batch's events: by the reader's typed read when it proves exact, else its
+    exact read (``_insert_exact``)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _events_batch AS SELECT *, NULL::BIGINT AS _colons FROM events LIMIT 0")
+    if not _insert_typed(con, batch):
+        _insert_exact(con, batch, workdir)
+    # The insert kept file order (parallel, order-preserving), so the row
+    # number is the ordinal, and plus the batch's base the id: numbering the
+    # rows during the scan would serialize it. Both are filled on the copy
+    # below rather than by an UPDATE of the batch (0.2 s per 1.5M events).
+    first_rows = dict(con.execute("SELECT trace_id, min(rowid) FROM _events_batch GROUP BY trace_id").fetchall())
+    try:
+        # A failed load leaves no output: the caller discards the database.
+        _check_values(con, batch, "_events_batch", first_rows)
+        if first_rows:
+            # Rows carry their ids now, so the copy into the stored table need not
+            # keep their order: unordered, DuckDB compresses and writes row groups
+            # in parallel during the insert instead of at the final checkpoint
+            # (measured: 1.3 s instead of 2.2 s for 1.5M events).
+            con.execute("SET preserve_insertion_order = false")
+            try:
+                con.execute(f"INSERT INTO events BY NAME {_copy_select('_events_batch', id_base, first_rows)}")
+            finally:
+                con.execute("RESET preserve_insertion_order")
+    finally:
+        con.execute("DROP TABLE _events_batch")
+
+
+def _insert_typed(con, batch: list[_Staged]) -> bool:
+    """Insert the batch by the reader's typed read (one parse per event); False, with the batch table
+    empty, when it does not prove exact for every trace of the batch.
+
+    The proof (see ``reader.typed_sql``): per trace, the ``_colons`` of its
+    rows add up to the ``:`` bytes staging counted. A read that fails (a
+    value of another type, an element that is not an object, a bad split
+    guess) proves nothing either: the exact read then says what is wrong.
+    """
+    rd = batch[0].reader
+    if rd.typed_sql is None or any(st.staged.colons is None for st in batch):
+        return False
+    try:
+        con.execute(f"INSERT INTO _events_batch BY NAME {rd.typed_sql([st.staged for st in batch])}")
+        sums = dict(con.execute("SELECT trace_id, sum(_colons) FROM _events_batch GROUP BY trace_id").fetchall())
+    except duckdb.InterruptException:
+        raise
+    except duckdb.Error:
+        sums = None
+    if sums is not None and all(sums.get(st.trace_id, 0) == st.staged.colons for st in batch):
+        return True
+    # Row ids number the events (below): the exact read starts again from an empty table.
+    con.execute("CREATE OR REPLACE TEMP TABLE _events_batch AS SELECT * FROM _events_batch LIMIT 0")
+    return False
+
+
+def _insert_exact(con, batch: list[_Staged], workdir: Path) -> None:
+    """Insert the batch by the reader's exact read; re-stage exactly any file DuckDB cannot parse.
+
+    A part DuckDB cannot parse means a wrong split guess or a malformed file:
+    that file is re-staged exactly, which either fixes the split or raises an
+    error with the JSON problem's line and column.
+    """
+    while True:
+        try:
+            parts = [p for st in batch for p in st.staged.parts]
+            con.execute(f"INSERT INTO _events_batch BY NAME {batch[0].reader.select_sql(parts)}")
+        except duckdb.Error as exc:
+            bad = next((st for st in batch if any(str(p) in str(exc) for p in st.staged.parts)), None)
+            if bad is None or bad.staged.exact or "JSON" not in str(exc):
+                # The staging copy's name means nothing to the user: the error names the trace.
+                message = re.sub(r'\s*in file "[^"]*",?', "", _first_line(exc))
+                if "invalid UTF-8" in message:
+                    message += " (the trace must be UTF-8 text)"
+                raise TraceFormatError(
+                    bad.staged.path if bad else batch[0].staged.path, f"cannot load: {message}"
+                ) from None
+            for p in bad.staged.parts:
+                p.unlink(missing_ok=True)
+            bad.staged = bad.reader.stage_exact(bad.staged.path, workdir, f"t{bad.trace_id}")
+            continue
+        break
+
+
+def _copy_select(table: str, id_base: int, first_rows: dict[int, int]) -> str:
+    """The rows of the batch ``table`` as rows of ``events``: numbered (``id`` from ``id_base``, the
+    ``ordinal`` from each trace's first row, ``first_rows``) and with their normalized ``kind``.
+
+    Done on the copy into ``events``, which need not keep row order, so the
+    category lookup can be a join rather than a CASE chain per row.
+    """
+    join, kind = kind_join_sql("b.cat", "b.ph")
+    firsts = ", ".join(f"({int(t)}, {int(r)})" for t, r in first_rows.items())
+    # 2021 traces file record_function ranges under "Operator" like any op;
+    # ranges are the ones named without a namespace and without shapes.
+    return f"""
+        SELECT b.* EXCLUDE (_colons) REPLACE (
+                   {int(id_base)} + b.rowid AS id,
+                   b.rowid - f.first_row AS ordinal,
+                   CASE WHEN b.cat = 'Operator' AND b.ph = 'X' AND b.name NOT LIKE '%::%'
+                             AND b.name NOT LIKE '%Backward%' AND NOT contains(CAST(b.args AS VARCHAR), '"Input Dims"')
+                        THEN 'user_annotation' ELSE {kind} END AS kind)
+        FROM {table} b JOIN (VALUES {firsts}) f(trace_id, first_row) ON f.trace_id = b.trace_id {join}"""
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0]
+    return text.split("Error: ", 1)[-1]
+
+
+def _load_batch(con, batch: list[_Staged], workdir: Path, skipped: list[str]) -> int:
+    id_base = con.execute("SELECT count(*) FROM events").fetchall()[0][0]
+    _insert_events(con, batch, workdir, id_base)
+    stats = {
+        r[0]: r[1:]
+        for r in con.execute(
+            f"""SELECT trace_id, count(*), min(ts_ns) FILTER (WHERE ph IS DISTINCT FROM 'M'),
+                       max(end_ns) FILTER (WHERE ph IS DISTINCT FROM 'M')
+                FROM events WHERE id >= {id_base} GROUP BY trace_id"""
+        ).fetchall()
+    }
+    loaded = 0
+    for st in batch:
+        if st.trace_id not in stats:
+            if st.from_directory:  # one empty rank does not fail the directory
+                skipped.append(str(st.staged.path))
+                continue
+            raise TraceFormatError(st.staged.path, "JSON without events: 'traceEvents' is empty")
+        loaded += 1
+        try:
+            _insert_trace(con, st, stats[st.trace_id])
+        except duckdb.Error as exc:
+            problem = _first_line(exc)
+            if "surrogate" in problem:
+                problem = "invalid UTF-8 in a header string (the trace must be UTF-8 text)"
+            raise TraceFormatError(st.staged.path, f"a header value cannot be stored: {problem}") from None
+        for p in st.staged.parts:
+            p.unlink(missing_ok=True)
+    return loaded
+
+
+def _check_values(con, batch: list[_Staged], table: str, first_rows: dict[int, int]) -> None:
+    """Raise on the first trace with events that are not usable trace events (``table``'s rows in
+    file order, each trace's from its row ``first_rows[trace_id]``)."""
+    problem = f"""CASE
+        WHEN extra IS NOT NULL AND json_type(extra) <> 'OBJECT'
+            THEN 'is not a JSON object (it is ' || lower(json_type(extra)) || ')'
+        WHEN ts_ns IS NULL AND ph IS DISTINCT FROM 'M' THEN 'has no numeric ''ts'' (or one out of range)'
+        WHEN abs(ts_ns) > {MAX_ABS_TS_US * 1000} THEN 'has an absurd ts of ' || (ts_ns // 1000) || ' us'
+        WHEN ph = 'X' AND dur_ns IS NULL THEN 'is a complete event (ph X) without a numeric ''dur'''
+        WHEN dur_ns < 0 THEN 'has a negative dur of ' || (dur_ns / 1000)::DECIMAL(24, 3) || ' us'
+        WHEN dur_ns > {MAX_DUR_US * 1000} THEN 'has an absurd dur of ' || (dur_ns / 1000)::DECIMAL(24, 3) || ' us'
+    END"""
+    rows = con.execute(
+        f"""SELECT trace_id, count(*) OVER (PARTITION BY trace_id) AS n, row, ph, name, problem
+            FROM (SELECT trace_id, rowid AS row, ph, name, {problem} AS problem FROM {table})
+            WHERE problem IS NOT NULL ORDER BY trace_id, row LIMIT 1"""
+    ).fetchall()
+    if not rows:
+        return
+    trace_id, n, row, ph, name, what = rows[0]
+    path = next(st.staged.path for st in batch if st.trace_id == trace_id)
+    more = f" (and {n - 1} more such events)" if n > 1 else ""
+    desc = f"ph={ph!r} name={name!r}" if ph is not None or name is not None else "no ph or name"
+    raise TraceFormatError(path, f"event #{row - first_rows[trace_id]} in traceEvents ({desc}) {what}{more}")
+
+
+def _device_row(trace_id: int, props: dict) -> tuple:
+    def num(*keys):
+        for k in keys:
+            v = props.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return int(v)
+        return None
+
+    major, minor = props.get("computeMajor"), props.get("computeMinor")
+    cc = f"{major}.{minor}" if major is not None and minor is not None else None
+    return (
+        trace_id,
+        num("id"),
+        props.get("name"),
+        cc,
+        num("totalGlobalMem"),
+        num("numSms"),
+        num("warpSize"),
+        num("maxThreadsPerBlock"),
+        num("maxThreadsPerMultiprocessor"),
+        num("regsPerBlock"),
+        num("regsPerMultiprocessor"),
+        num("sharedMemPerBlock"),
+        num("sharedMemPerMultiprocessor", "maxSharedMemoryPerMultiProcessor"),
+        num("sharedMemPerBlockOptin"),
+        json.dumps(props),
+    )
+
+
+def _insert_trace(con, st: _Staged, stats: tuple) -> None:
+    header = st.staged.header
+    events, first_ts, last_end = stats
+    dist = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else None
+    base = header.get("baseTimeNanoseconds")
+    row = {
+        "trace_id": st.trace_id,
+        "trace": st.label,
+        "path": str(st.staged.path),
+        "form": st.staged.form,
+        "file_bytes": st.file_bytes,
+        "events_bytes": st.staged.body_bytes,
+        "events": events,
+        **ranks.identity(header, st.staged.path),
+        "loaded_on": ranks.loaded_on(),
+        "schema_version": None if header.get("schemaVersion") is None else str(header.get("schemaVersion")),
+        "trace_name": header.get("traceName") if isinstance(header.get("traceName"), str) else None,
+        "display_time_unit": header.get("displayTimeUnit") if isinstance(header.get("displayTimeUnit"), str) else None,
+        "base_time_ns": base if isinstance(base, int) else None,
+        "first_ts_ns": first_ts,
+        "last_end_ns": last_end,
+        "distributed_info": None if dist is None else json.dumps(dist),
+        "metadata": json.dumps(header),
+    }
+    con.execute(
+        f"INSERT INTO traces ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+        list(row.values()),
+    )
+    devices = header.get("deviceProperties")
+    if isinstance(devices, list):
+        rows = [_device_row(st.trace_id, d) for d in devices if isinstance(d, dict)]
+        if rows:
+            insert_rows(con, "devices", rows)

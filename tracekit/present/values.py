@@ -1,0 +1,83 @@
+"""Values for people and for JSON: the one place that turns a result's values into text.
+
+``plain`` makes a value JSON-friendly; ``cell`` is its text in a table or CSV cell; ``format_unit`` is
+the display of a number in a unit (durations, percentages, ratios, counts) wherever prose or a report
+shows one.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def plain(value):
+    """A JSON-friendly Python value."""
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (datetime.date, datetime.datetime, datetime.time, datetime.timedelta)):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+UNITS = ("ns", "us", "ms", "pct", "x", "count", "num", "short")
+
+
+def format_unit(value, unit: str, missing: str = "–") -> str:
+    """Display text of a number in a unit: ns (µs, or ms from 10 ms up), us, ms, pct, x,
+    count, num; short demangles a kernel name and cuts it in the middle to 60 characters."""
+    if value is None:
+        return missing
+    if unit == "ns":
+        unit = "us" if abs(value) < 1e7 else "ms"
+    if unit == "us":
+        return f"{value / 1e3:,.1f} µs"
+    if unit == "ms":
+        return f"{value / 1e6:,.3f} ms"
+    if unit == "pct":
+        return f"{value:.1f} %"
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "count":
+        return f"{value:,}"
+    if unit == "num":
+        return f"{value:,.1f}" if value != int(value) else f"{int(value):,}"
+    if unit == "short":  # a kernel name: demangled, cut in the middle to 60 characters
+        from tracekit.common import names
+
+        return names.shorten(names.readable(str(value)), 60)
+    return str(value)
+
+
+def records(table: pa.Table) -> list[dict]:
+    """Rows as JSON-friendly dicts."""
+    return [plain(r) for r in table.to_pylist()]
+
+
+def cell(value, exact: bool = False) -> str:
+    """Text of one value in table (rounded floats) and CSV (exact) output."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if exact or not math.isfinite(value) or abs(value) >= 1e15:
+            return repr(value)
+        return f"{value:.3f}".rstrip("0").rstrip(".")
+    if isinstance(value, (list, dict)):
+        return json.dumps(plain(value), separators=(",", ":"))
+    return str(plain(value))

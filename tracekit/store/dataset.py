@@ -1,0 +1,312 @@
+"""Past one machine: Parquet datasets, and load tasks on a Dask cluster.
+
+``tracekit load SOURCES -o OUT/ --parquet`` writes a dataset: one folder per
+table, the base tables (``traces``, ``devices``, ``events``) and the linked
+model's (``cpu_slices``, ``gpu_ops``, ... ``attention_calls``), partitioned by
+trace (``events/trace_id=3/data.parquet``, zstd; the ``rule_*`` tables, the
+same for every trace, once), and the manifest ``tracekit_dataset.json``,
+written last. Each file is one load-and-link task (``load_part``, as for
+``load --jobs --link``): it parses and links the file in a DuckDB file of its
+own and writes its partitions into a staging folder, renamed into place whole,
+so a task that dies (and is retried) leaves nothing half written and nothing
+large passes through the scheduler.
+The commit then numbers the traces in file order, aligns the ranks' clocks
+(over the communication kernels only) and writes the ``traces`` partitions and
+the manifest. A folder without its manifest is not a dataset.
+
+Opening a dataset (``connect``; ``tracekit.api.open_dataset`` for a ``Trace``) gives a connection whose tables are DuckDB
+views over the Parquet files, with the ids a one-process load would have
+given (each trace's ids are numbered from 0 in its partitions and every id
+column, ``tables.id_columns``, is shifted by the events of the traces before
+it): every query answers with the same rows as over a ``.duckdb`` of the same
+traces. A dataset written without the linked tables is linked on first use,
+in memory.
+
+``--dask ADDRESS`` runs the tasks on a Dask cluster (``tcp://host:8786``, or
+``local:N`` for a ``LocalCluster`` of N worker processes); the output folder
+must be on a filesystem the workers share. Dask is the optional extra
+``tracekit-attn[dask]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+
+from tracekit import __version__
+from tracekit.common import outputs, sqlsafety
+from tracekit.common.sqltext import insert_rows, literal
+from tracekit.errors import TraceFormatError, TracekitError
+from tracekit.ingest import events_table
+from tracekit.ingest.sources import discover, trace_labels
+from tracekit.schema import catalog
+from tracekit.store import database, parallel, pipeline
+
+MANIFEST = "tracekit_dataset.json"
+TABLES = ("traces", "devices", "events")
+STAGING = ".staging"
+FORMAT = "tracekit-parquet-dataset"
+
+
+def is_dataset(path) -> bool:
+    """True when ``path`` is a dataset folder (its manifest written)."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def _copy(con, sql: str, path: Path) -> None:
+    con.execute(f"COPY ({sql}) TO {literal(str(path))} (FORMAT parquet, COMPRESSION zstd)")
+
+
+def load_part_parquet(
+    index: int, path: str, label: str, from_directory: bool, out_dir: str, memory_limit: str | None = None
+) -> parallel.PartResult:
+    """One task: load and link one file and write its partitions under ``out_dir``/.staging/NNNNNN (atomically),
+    DuckDB capped at ``memory_limit`` (default: as ``parallel.load_part``'s).
+
+    Every table of the part is written: the base tables and the linked
+    model's, each with the columns and types it has (``columns.json``: Parquet
+    does not keep DuckDB's JSON type), ids as the part numbers them.
+    """
+    staging = Path(out_dir) / STAGING
+    final = staging / f"{index:06d}"
+    tmp = staging / f"{index:06d}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        result = parallel.load_part(
+            index, path, label, from_directory, str(tmp / "part.duckdb"), memory_limit, threads=1, linked=True
+        )
+        if result.part is None:
+            return result
+        con = duckdb.connect(result.part, read_only=True)
+        try:
+            con.execute("SET enable_progress_bar = false")
+            tables = parallel.part_tables(con, con.execute("SELECT current_database()").fetchall()[0][0])
+            for table, columns in tables.items():
+                # trace_id is the partition folder's (set at commit), not a column of the files.
+                drop = " EXCLUDE (trace_id)" if any(c == "trace_id" for c, _ in columns) else ""
+                _copy(con, f"SELECT *{drop} FROM {table}", tmp / f"{table}.parquet")
+        finally:
+            con.close()
+        (tmp / "columns.json").write_text(json.dumps(tables))
+        os.unlink(result.part)
+        shutil.rmtree(final, ignore_errors=True)  # a retried task's earlier, complete attempt
+        os.replace(tmp, final)
+        return parallel.PartResult(index, path, str(final), loaded_on=result.loaded_on)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def dask_runner(address: str, out_dir: Path | None = None) -> parallel.Runner:
+    """A runner of load tasks on the Dask cluster at ``address`` (``tcp://...`` or ``local:N``): with
+    ``out_dir``, ``build``'s tasks (``load_part_parquet``), else ``parallel``'s (``parallel.load_part``)."""
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise TracekitError("--dask needs Dask: pip install 'tracekit-attn[dask]' (dask and distributed)") from None
+
+    def run(tasks: list[tuple]) -> list[parallel.PartResult]:
+        if address.startswith("local:"):
+            try:
+                n = int(address.split(":", 1)[1])
+            except ValueError:
+                raise TracekitError(f"bad --dask address {address!r}: use local:N or tcp://host:port") from None
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            client = Client(cluster)
+        else:
+            cluster = None
+            client = Client(address)
+        try:
+            fn = load_part_parquet if out_dir is not None else parallel.load_part
+            # One task per file, retried when a worker dies; results are small (paths, errors).
+            futures = client.map(lambda a: fn(*a), tasks, retries=2, pure=False)
+            return client.gather(futures)
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+    return run
+
+
+def build(
+    paths,
+    out_dir: Path,
+    jobs: int | None = None,
+    dask: str | None = None,
+    warn: Callable[[str], None] | None = None,
+    progress=None,
+    memory_limit: str | None = None,
+) -> Path:
+    """Write the Parquet dataset of ``paths`` into ``out_dir`` (which must not hold one yet); each
+    task's DuckDB is capped at ``memory_limit`` (default: 2.5x its file, as for a ``.duckdb``)."""
+    out_dir = Path(out_dir)
+    if memory_limit:
+        memory_limit = sqlsafety.memory_limit(memory_limit, "--memory-limit")  # one error, before any task
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise TracekitError(f"{out_dir}: exists and is not empty (use --force to replace it)")
+    sources = discover(paths)
+    labels = trace_labels([s.path for s in sources])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tasks = [
+        (i, str(s.path), label, s.from_directory, str(out_dir), memory_limit)
+        for i, (s, label) in enumerate(zip(sources, labels))
+    ]
+    try:
+        if dask:
+            results = dask_runner(dask, out_dir)(tasks)
+        else:
+            n = min(jobs or parallel.default_jobs(), len(tasks))
+            sizes = {str(s.path): s.path.stat().st_size for s in sources}
+            results = parallel.run_local(n, progress, sizes, task=load_part_parquet)(tasks)
+        results = sorted(results, key=lambda r: r.index)
+        parts = parallel.loaded_parts(sources, results, warn)
+        _commit(out_dir, sources, parts, warn)
+    except BaseException:
+        if not is_dataset(out_dir):
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(out_dir / STAGING, ignore_errors=True)
+    parallel.raise_partial(out_dir, parts, results, warn)
+    return out_dir
+
+
+def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> None:
+    """Number the traces, move the partitions into place, align clocks, write traces and the manifest.
+
+    The tables with a trace id (``tables.id_columns``) are partitioned by
+    trace; the others (the ``rule_*`` tables: the same for every trace) are
+    written once, from the first part. The manifest records every table's
+    columns, and the linked model's tables only when every part was linked.
+    """
+    entries: list[dict] = []
+    id_base = 0
+    columns = [json.loads((Path(str(r.part)) / "columns.json").read_text()) for r in parts]
+    linked = all(set(pipeline.NAMES) & set(c) for c in columns)
+    tables = {t: cols for t, cols in columns[0].items() if t not in pipeline.NAMES or linked}
+    con = duckdb.connect()
+    try:
+        for trace_id, r in enumerate(parts, start=1):
+            staged = Path(str(r.part))
+            n = con.execute(f"SELECT count(*) FROM read_parquet({literal(str(staged / 'events.parquet'))})").fetchall()
+            events = int(n[0][0])
+            for table in tables:
+                if table == "traces":
+                    continue  # renumbered and clock-aligned below
+                if catalog.per_trace(table):
+                    dest = out_dir / table / f"trace_id={trace_id}"
+                elif trace_id == 1:
+                    dest = out_dir / table
+                else:
+                    continue
+                dest.mkdir(parents=True, exist_ok=True)
+                os.replace(staged / f"{table}.parquet", dest / "data.parquet")
+            entries.append(
+                {"trace_id": trace_id, "path": r.path, "id_base": id_base, "events": events, "staged": str(staged)}
+            )
+            id_base += events
+        # The traces rows, renumbered; then what needs every trace: views, duplicate ranks, clocks.
+        con.execute(f"CREATE TABLE traces ({catalog.ddl('traces')})")
+        for e in entries:
+            staged_traces = literal(str(Path(e["staged"]) / "traces.parquet"))
+            con.execute(
+                f"INSERT INTO traces SELECT {int(e['trace_id'])} AS trace_id, * FROM read_parquet({staged_traces})"
+            )
+        _base_views(con, out_dir, entries, traces_table=True)
+        database.finish(con, warn)
+        for e in entries:
+            dest = out_dir / "traces" / f"trace_id={e['trace_id']}"
+            dest.mkdir(parents=True, exist_ok=True)
+            _copy(
+                con, f"SELECT * EXCLUDE (trace_id) FROM traces WHERE trace_id = {e['trace_id']}", dest / "data.parquet"
+            )
+    finally:
+        con.close()
+    manifest = {
+        "format": FORMAT,
+        "schema_version": database.SCHEMA_VERSION,
+        "tracekit_version": __version__,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "inputs": [str(s.path) for s in sources],
+        "traces": [{k: e[k] for k in ("trace_id", "path", "id_base", "events")} for e in entries],
+        "linked": linked,
+        "tables": tables,
+    }
+    outputs.write_text(out_dir / MANIFEST, json.dumps(manifest, indent=1))
+
+
+# Each trace's ids are numbered from 0 in its partitions: shifted by the events before it. A
+# partition's trace_id is the final one already (its folder's, renumbered at commit); other
+# columns of trace ids count from 1 in the part.
+_PARTITION_OFFSETS = {"events.id": "b.id_base", "traces.trace_id": "b.trace_id - 1"}
+
+
+def _column(table: str, name: str, typ: str) -> str:
+    """A column of a view over the partitions, its ids those of a one-process load of the traces."""
+    value = f"p.{name}" if name == "trace_id" else parallel.shifted_column(table, name, typ, _PARTITION_OFFSETS, "p.")
+    # The recorded types: Parquet keeps values, not DuckDB's JSON alias or INTEGER widths.
+    return f"CAST({value} AS {typ}) AS {name}"
+
+
+def _base_views(
+    con, out_dir: Path, entries: list[dict], traces_table: bool = False, tables: dict | None = None
+) -> None:
+    """Views over the dataset's partitions with the columns of the tables, in their order: the base
+    tables' as the schema declares them, and ``tables`` (name: [[column, type], ...], the manifest's)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _id_base (trace_id INTEGER, id_base BIGINT)")
+    insert_rows(con, "_id_base", [(e["trace_id"], e["id_base"]) for e in entries])
+    views = {t: [(c.name, c.type) for c in catalog.TABLES[t].columns] for t in TABLES}
+    views.update({t: cols for t, cols in (tables or {}).items() if t not in TABLES})
+    for table, columns in views.items():
+        if table == "traces" and traces_table:
+            continue
+        cols = ", ".join(_column(table, name, typ) for name, typ in columns)
+        if catalog.per_trace(table):
+            files = literal(str(out_dir / table / "*" / "data.parquet"))
+            source = f"read_parquet({files}, hive_partitioning = true, union_by_name = true) p"
+            source += " JOIN _id_base b USING (trace_id)"
+        else:
+            source = f"read_parquet({literal(str(out_dir / table / 'data.parquet'))}) p"
+        con.execute(f"CREATE VIEW {table} AS SELECT {cols} FROM {source}")
+    for name, phases in events_table.PHASE_VIEWS.items():
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM events WHERE ph IN ({', '.join(map(literal, phases))})")
+    every = ", ".join(literal(p) for phases in events_table.PHASE_VIEWS.values() for p in phases)
+    con.execute(f"CREATE VIEW other_events AS SELECT * FROM events WHERE ph IS NULL OR ph NOT IN ({every})")
+
+
+def connect(path) -> tuple[duckdb.DuckDBPyConnection, Path]:
+    """An in-memory DuckDB connection over a dataset folder: its tables as views over the Parquet files (a
+    dataset written without the linked tables is linked on first use, in memory), and the folder's path."""
+    path = Path(path).resolve()
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(path, f"not a complete tracekit dataset (no readable {MANIFEST}: {exc})") from None
+    if manifest.get("format") != FORMAT:
+        raise TraceFormatError(path, f"{MANIFEST} is not a tracekit dataset's")
+    if manifest.get("schema_version") != database.SCHEMA_VERSION:
+        raise TraceFormatError(
+            path,
+            f"written with tracekit schema {manifest.get('schema_version')}, this tracekit reads schema "
+            f"{database.SCHEMA_VERSION}: rebuild it with 'tracekit load --parquet'",
+        )
+    con = duckdb.connect()
+    con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
+    insert_rows(
+        con,
+        "tracekit_info",
+        [("schema_version", str(database.SCHEMA_VERSION)), ("linked", "false"), ("dataset", str(path))],
+    )
+    tables = manifest.get("tables") if manifest.get("linked") else None
+    _base_views(con, path, manifest["traces"], tables=tables)
+    database.create_views(con)
+    if tables:
+        pipeline.adopt(con, comment=False)
+    return con, path

@@ -1,0 +1,356 @@
+"""Loading many traces at once: one task per file in worker processes, then one merge.
+
+Every base table and every linked table is per trace, so each file is parsed
+and checked on its own, and linked too when the model is wanted (``load_part``:
+a small DuckDB file holding that trace's rows, numbered from 1 and 0), and the
+parts are merged in file order into the output with every id column the schema
+declares (``catalog.id_columns``) shifted by what precedes them: the output
+holds exactly the rows a one-process load (and link) of the same files writes.
+The merge then runs what needs every trace at once: the views, the
+duplicate-rank check and the clock alignment (``ranks``).
+
+A file that fails does not stop the others: every failure is reported by name
+at the end, the output holds the traces that loaded, and ``PartialLoadError``
+says which did not (the CLI exits non-zero). Nothing is written when no file
+loads, and the output appears only complete (written beside it, then renamed).
+``dataset`` runs the same ``load_part`` on a Dask cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+import duckdb
+
+from tracekit.common import outputs, sqlsafety
+from tracekit.errors import NotATraceError, TraceFormatError, TracekitError
+from tracekit.ingest import events_table
+from tracekit.ingest.sources import Source, discover, trace_labels
+from tracekit.schema import catalog
+from tracekit.store import database, pipeline
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """What one load task did: the part written, or why not."""
+
+    index: int
+    path: str
+    part: str | None
+    skipped: bool = False  # found in a directory but not a trace (a manifest): skipped, as a one-process load does
+    error: str | None = None  # the problem, for TraceFormatError(path, error)
+    loaded_on: str | None = None
+
+
+class PartialLoadError(TracekitError):
+    """Some files did not load; the output holds the others."""
+
+    def __init__(self, output: Path, loaded: int, failures: list[tuple[str, str]]):
+        self.output = output
+        self.loaded = loaded
+        self.failures = failures
+        names = ", ".join(Path(p).name for p, _ in failures)
+        super().__init__(
+            f"{len(failures)} of {loaded + len(failures)} trace files failed to load ({names}); "
+            f"{output} holds the other {loaded}"
+        )
+
+
+def default_jobs() -> int:
+    """Worker processes by default: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def load_part(
+    index: int,
+    path: str,
+    label: str,
+    from_directory: bool,
+    part: str,
+    memory_limit: str | None = None,
+    threads: int | None = None,
+    linked: bool = False,
+) -> PartResult:
+    """Load one trace file into the DuckDB file ``part``: its base tables, and with ``linked`` its
+    linked model too (every linked table is per trace, so the merge only renumbers it).
+
+    Runs in a worker process (or a Dask task); errors come back as data, so
+    one bad file never takes the others down.
+    """
+    from tracekit.ingest.ranks import loaded_on
+
+    source = Source(Path(path), from_directory)
+    skipped: list[str] = []  # ingest's warning that the file, found in a directory, holds no trace
+    try:
+        limit = memory_limit or database.auto_memory_limit([source])
+        tmp = Path(part).with_name(Path(part).name + ".tmp")
+        con = database.connect_writer(tmp, limit, threads=threads)
+        try:
+            # No progress bar: a worker's stderr is the terminal of the command that started it.
+            con.execute("SET enable_progress_bar = false")
+            con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
+            con.execute("INSERT INTO tracekit_info VALUES ('linked', 'false')")
+            events_table.create_tables(con)
+            # The folder's label: which capture labels are unique only the merge can tell.
+            events_table.ingest(con, [source], labels=[label], warn=skipped.append, relabel=False)
+            if linked:
+                database.create_views(con)  # the base views and macros the model reads
+                pipeline.build(con)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, part)
+    except NotATraceError as exc:
+        if from_directory:
+            return PartResult(index, path, None, skipped=True, loaded_on=loaded_on())
+        return PartResult(index, path, None, error=exc.problem, loaded_on=loaded_on())
+    except TraceFormatError as exc:
+        if skipped:
+            return PartResult(index, path, None, skipped=True, loaded_on=loaded_on())
+        return PartResult(index, path, None, error=exc.problem, loaded_on=loaded_on())
+    except (TracekitError, duckdb.Error, OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return PartResult(index, path, None, error=first, loaded_on=loaded_on())
+    return PartResult(index, path, part, loaded_on=loaded_on())
+
+
+BASE_TABLES = ("traces", "devices", "events")
+
+
+def shifted_column(table: str, name: str, typ: str, offsets: dict[str, str], alias: str = "") -> str:
+    """The value of column ``name`` (of type ``typ``) of ``table`` moved by the offset of its id space
+    (``catalog.id_columns``; ``offsets``: SQL for ``events.id`` and ``traces.trace_id``), element by
+    element in a list; the column as it is when it holds no id."""
+    col = f"{alias}{name}"
+    offset = offsets.get(catalog.id_columns(table).get(name, ""), "0")
+    if offset == "0":
+        return col
+    return f"list_transform({col}, lambda x: x + {offset})" if typ.endswith("[]") else f"{col} + {offset}"
+
+
+def shifted(table: str, columns, offsets: dict[str, int]) -> str:
+    """The select list of ``table``'s ``columns`` (name, type) with every id column moved by the
+    offset of its id space (``offsets``: ``events.id`` and ``traces.trace_id``)."""
+    sql = {space: str(int(n)) for space, n in offsets.items()}
+    return ", ".join(f"{shifted_column(table, name, typ, sql)} AS {name}" for name, typ in columns)
+
+
+def part_tables(con: duckdb.DuckDBPyConnection, database_name: str) -> dict[str, list[tuple[str, str]]]:
+    """The tables of an attached part that a merge carries: the base tables, and the linked model's
+    tables (``pipeline.NAMES`` stored as tables) when the part was linked; each with its columns, in order."""
+    linked = con.execute(f"SELECT value FROM {database_name}.tracekit_info WHERE key = 'linked'").fetchall()
+    wanted = BASE_TABLES + (pipeline.NAMES if linked and linked[0][0] == "true" else ())
+    rows = con.execute(
+        """SELECT c.table_name, c.column_name, c.data_type FROM duckdb_columns() c
+           JOIN duckdb_tables() t USING (database_name, schema_name, table_name)
+           WHERE c.database_name = ? ORDER BY c.table_name, c.column_index""",
+        [database_name],
+    ).fetchall()
+    out: dict[str, list[tuple[str, str]]] = {}
+    for table, column, typ in rows:
+        if table in wanted:
+            out.setdefault(table, []).append((column, typ))
+    return {t: out[t] for t in wanted if t in out}
+
+
+def merge(con: duckdb.DuckDBPyConnection, parts: list[str]) -> bool:
+    """Append the parts' tables to ``con`` in order, ids shifted; True when every part was linked.
+
+    Every base table, and every linked table when all the parts are linked,
+    is appended with the id columns the schema declares (``catalog.id_columns``)
+    shifted by the events and traces before the part: the rows a one-process
+    load (and link) of the same files writes. The linked tables without a
+    trace id (the ``rule_*`` tables: the same rules for every trace) are
+    copied once, from the first part.
+    """
+    traces, events = con.execute("SELECT (SELECT count(*) FROM traces), (SELECT count(*) FROM events)").fetchall()[0]
+    tables = []
+    for part in parts:
+        con.execute("ATTACH ? AS _part (READ_ONLY)", [part])
+        try:
+            tables.append(part_tables(con, "_part"))
+        finally:
+            con.execute("DETACH _part")
+    linked = bool(tables) and all(set(pipeline.NAMES) & set(t) for t in tables)
+    con.execute("SET preserve_insertion_order = false")
+    try:
+        for i, (part, found) in enumerate(zip(parts, tables)):
+            con.execute("ATTACH ? AS _part (READ_ONLY)", [part])
+            try:
+                offsets = {"events.id": int(events), "traces.trace_id": int(traces)}
+                for table, columns in found.items():
+                    if table not in BASE_TABLES and not linked:
+                        continue
+                    per_trace = catalog.per_trace(table)
+                    if table not in BASE_TABLES and i == 0:
+                        con.execute(f"CREATE TABLE {table} AS FROM _part.{table} LIMIT 0")
+                    if per_trace or i == 0:
+                        select = shifted(table, columns, offsets)
+                        con.execute(f"INSERT INTO {table} SELECT {select} FROM _part.{table}")
+                n, e = con.execute(
+                    "SELECT (SELECT count(*) FROM _part.traces), (SELECT count(*) FROM _part.events)"
+                ).fetchall()[0]
+            finally:
+                con.execute("DETACH _part")
+            traces += n
+            events += e
+    finally:
+        con.execute("RESET preserve_insertion_order")
+    return linked
+
+
+def write_merged(
+    out: Path,
+    sources: list[Source],
+    parts: list[str],
+    memory_limit: str | None = None,
+    linked: bool = False,
+    warn: Callable[[str], None] | None = None,
+) -> None:
+    """Write the database ``out`` from loaded parts, atomically (``outputs.replacing``)."""
+    limit = memory_limit or database.auto_memory_limit(sources)
+    with outputs.replacing(out, inputs=[s.path for s in sources]) as tmp:
+        con = database.connect_writer(tmp, limit, merge=True)
+        try:
+            con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
+            events_table.create_tables(con)
+            merged_linked = merge(con, parts)
+            events_table.capture_labels(con)  # over every trace: unique among all of them
+            database.finish(con, warn)
+            database.comment(con)
+            database.write_info(con, sources)
+            if merged_linked:
+                pipeline.adopt(con)  # linked in the tasks: the views, macros and docs over the merged tables
+            elif linked:
+                pipeline.build(con)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+
+
+Runner = Callable[[list[tuple]], list[PartResult]]
+
+
+def run_local(
+    jobs: int, progress=None, sizes: dict[str, int] | None = None, task: Callable[..., PartResult] = load_part
+) -> Runner:
+    """Run load tasks (``task``: ``load_part``, or ``dataset``'s) in ``jobs`` worker processes (here when 1)."""
+
+    def run(tasks: list[tuple]) -> list[PartResult]:
+        total = sum((sizes or {}).values())
+        done = 0
+        results = []
+        if jobs <= 1:
+            for args in tasks:
+                if progress:
+                    progress(done, total, args[1])
+                results.append(task(*args))
+                done += (sizes or {}).get(args[1], 0)
+            return results
+        # spawn: a fresh interpreter per worker, never a fork of a process that has DuckDB threads.
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(task, *args) for args in tasks]
+            for fut in as_completed(futures):
+                r = fut.result()
+                results.append(r)
+                done += (sizes or {}).get(r.path, 0)
+                if progress:
+                    progress(done, total, r.path)
+        return results
+
+    return run
+
+
+def build_file(
+    paths,
+    out: Path,
+    jobs: int | None = None,
+    progress=None,
+    warn: Callable[[str], None] | None = None,
+    memory_limit: str | None = None,
+    linked: bool = False,
+    runner: Runner | None = None,
+) -> Path:
+    """Load ``paths`` into the DuckDB file ``out`` with one task per file, then merge.
+
+    ``jobs`` worker processes (default: the cores); ``runner`` runs the tasks
+    elsewhere (``dataset``'s Dask runner). With ``linked`` each worker links
+    its file; in one process (``jobs`` 1) the merged database is linked once
+    instead, which costs less than linking the files one by one (bench/README.md).
+    Raises ``PartialLoadError`` after
+    writing ``out`` when some files failed, ``TraceFormatError`` (nothing
+    written) when none loaded.
+    """
+    out = database.duckdb_path(Path(out))
+    if memory_limit:
+        memory_limit = sqlsafety.memory_limit(memory_limit, "--memory-limit")  # as database.build_file checks it
+    sources = discover(paths)
+    outputs.target(out, [s.path for s in sources])  # as database.build_file checks it, but before any work
+    jobs = min(jobs or default_jobs(), len(sources))
+    labels = trace_labels([s.path for s in sources])
+    # Tagged like outputs' temporary files: the parts a killed load left go with the next load here.
+    outputs.clean_leftovers(out.parent)
+    tmp = outputs.temp_name(out)
+    work = tmp.with_name(tmp.name + ".parts")
+    work.mkdir()
+    try:
+        threads = max(1, default_jobs() // max(jobs, 1))
+        link_tasks = linked and (jobs > 1 or runner is not None)
+        tasks = [
+            (i, str(s.path), label, s.from_directory, str(work / f"{i:06d}.duckdb"), memory_limit, threads, link_tasks)
+            for i, (s, label) in enumerate(zip(sources, labels))
+        ]
+        run = runner or run_local(jobs, progress, {str(s.path): s.path.stat().st_size for s in sources})
+        results = sorted(run(tasks), key=lambda r: r.index)
+        return _finish(out, sources, results, warn, memory_limit, linked)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _finish(out, sources, results: list[PartResult], warn, memory_limit, linked) -> Path:
+    loaded = loaded_parts(sources, results, warn)
+    write_merged(out, sources, [str(r.part) for r in loaded], memory_limit, linked, warn)
+    raise_partial(out, loaded, results, warn)
+    return out
+
+
+def loaded_parts(sources, results: list[PartResult], warn) -> list[PartResult]:
+    """The results that loaded; warns of the skipped files, raises when none loaded (nothing is written then)."""
+    skipped = [r.path for r in results if r.skipped]
+    if skipped and warn:
+        warn(f"skipped {len(skipped)} JSON file(s) without trace events: " + ", ".join(skipped))
+    loaded = [r for r in results if r.part]
+    if not loaded:
+        failures = _failures(results)
+        if len(failures) == 1:
+            raise TraceFormatError(*failures[0])
+        if failures:
+            for path, problem in failures:
+                if warn:
+                    warn(f"{path}: {problem}")
+            raise TracekitError(f"none of the {len(failures)} trace files loaded (listed above); nothing written")
+        raise TraceFormatError(sources[0].path.parent if len(sources) > 1 else sources[0].path, "no traces to load")
+    return loaded
+
+
+def raise_partial(out, loaded: list[PartResult], results: list[PartResult], warn) -> None:
+    """After ``out`` is written: each failure warned by name, then ``PartialLoadError`` (when any)."""
+    failures = _failures(results)
+    if failures:
+        for path, problem in failures:
+            if warn:
+                warn(f"{path}: {problem}")
+        raise PartialLoadError(out, len(loaded), failures)
+
+
+def _failures(results: list[PartResult]) -> list[tuple[str, str]]:
+    return [(r.path, r.error or "failed") for r in results if r.error is not None]
