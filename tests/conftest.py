@@ -133,3 +133,13 @@ def capture_tiny_attention(impl: str, out: Path, tag: str):
         steps=1,
         shape=capture.AttentionShape(1, 2, 32, 8),
     )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _check_sql_modules():
+    """Every build in the tests checks each SQL module's header against what the module did."""
+    from tracekit.model import sqlmodules
+
+    sqlmodules.CHECK = True
+    yield
+    sqlmodules.CHECK = False

@@ -42,8 +42,8 @@ import duckdb
 from tracekit.common import background
 from tracekit.common.sqltext import in_list as _in
 from tracekit.common.sqltext import literal
-from tracekit.schema import fields
-from tracekit.schema.kinds import CPU_NEST_KINDS, GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
+from tracekit.model import sqlmodules
+from tracekit.schema.kinds import CPU_NEST_KINDS, GPU_OP_KINDS, LAUNCH_KINDS, ORPHAN_CAUSES
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -55,11 +55,10 @@ BLEED_NS = 1000
 # The tables ``build`` creates.
 TABLES = ("cpu_slices", "runtime_calls", "gpu_ops", "python_functions", "collectives")
 
+# The orphan causes (schema.kinds): launched before the trace began, and no correlation id.
+BEFORE, NONE = ORPHAN_CAUSES
+
 _CONTAINER_KINDS = tuple(k for k in CPU_NEST_KINDS if k not in LAUNCH_KINDS)
-# Among enclosing slices the innermost opened last (ties: the shorter, then
-# the later in the file): the largest position in axis order.
-_INNER = "a_pos"
-_ENCLOSES = f"a_end > c_ts AND a_end >= c_end - {BLEED_NS}"
 
 
 # What the sweep imports (0.2-0.4 s), started early by ``preload``.
@@ -99,7 +98,7 @@ def nest(con: duckdb.DuckDBPyConnection) -> None:
     slice's stack and children in ``_cpu``'s order, which ``build_tables`` reads
     (``_sweep``); or, on the range join's path, the containers' stacks
     ``_cstack`` and the containers (``_cont``) for the calls' parents, from
-    which ``_nest_leaves`` makes ``_nest``. ``drop_work`` removes them. The sweep
+    which ``_nest_leaves`` makes ``_nest``. The build drops them when it ends (``sqlmodules.drop_private``). The sweep
     runs when there are at least ``SWEEP_MIN`` containers.
     """
     swept = _sweeps(con)
@@ -108,26 +107,20 @@ def nest(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET prefer_range_joins = true")
     keyed = _axis(con)
     if keyed or not swept or not _sweep(con):
-        con.execute(f"CREATE TEMP TABLE _cont AS SELECT * FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}")
-        _nest_containers(con, keyed)
+        sqlmodules.run(con, "model/containers", kinds=_CONTAINER_KINDS)
+        sqlmodules.run(con, "model/nest_containers", bleed=BLEED_NS, same_lane="AND a.lane = c.lane" if keyed else "")
 
 
 def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
     """Create the linked tables (``kind``: TABLE, or TEMP TABLE for a read-only database) after ``nest``."""
     _nest_leaves(con)  # the range join's path: the calls' parents and _nest (the sweep made it already)
-    _cpu_slices(con, kind)
-    _runtime_calls(con, kind)
-    for t in ("_nest", "_cstack", "_lstack", "_lparent", "_child"):
+    sqlmodules.run(con, "model/cpu_slices", table=kind)
+    _right_side_hashed(con, lambda: sqlmodules.run(con, "model/runtime_calls", table=kind, launch_kinds=LAUNCH_KINDS))
+    for t in ("_nest", "_cstack", "_lstack"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
-    _gpu_ops(con, kind)
-    _python_functions(con, kind)
-    _collectives(con, kind)
-
-
-def drop_work(con: duckdb.DuckDBPyConnection) -> None:
-    """Drop the working tables ``nest`` and ``build_tables`` leave."""
-    for t in ("_cpu", "_anc", "_cont", "_cstack", "_lstack", "_lparent", "_child", "_nest"):
-        con.execute(f"DROP TABLE IF EXISTS {t}")
+    sqlmodules.run(con, "model/gpu_ops", table=kind, gpu_kinds=GPU_OP_KINDS, before_trace=BEFORE, no_correlation=NONE)
+    sqlmodules.run(con, "model/python_functions", table=kind)
+    sqlmodules.run(con, "model/collectives", table=kind)
 
 
 def _sweeps(con) -> bool:
@@ -149,19 +142,7 @@ def _axis(con) -> bool:
     Returns True when the keys could not be spread apart (the lane must then
     be compared explicitly).
     """
-    con.execute(
-        f"""CREATE TEMP TABLE _lanes AS
-            SELECT trace_id, pid, tid, row_number() OVER () AS lane
-            FROM (SELECT DISTINCT trace_id, pid, tid FROM slices WHERE kind IN {_in(CPU_NEST_KINDS)})"""
-    )
-    con.execute(
-        f"""CREATE TEMP TABLE _t0 AS
-            SELECT trace_id, min(ts_ns) AS t0, max(end_ns) - min(ts_ns) AS span
-            FROM slices WHERE kind IN {_in(CPU_NEST_KINDS)} GROUP BY trace_id"""
-    )
-    lanes, span = con.execute(
-        "SELECT (SELECT count(*) FROM _lanes), (SELECT coalesce(max(span), 0) FROM _t0)"
-    ).fetchall()[0]
+    ((lanes, span),) = sqlmodules.fetch(con, "model/axis_lanes", kinds=CPU_NEST_KINDS)
     shift = 1 << (int(span) + BLEED_NS + 1).bit_length()
     # Lanes far apart make containment imply the same thread; with
     # astronomically many lanes x span the keys would overflow, and the
@@ -170,55 +151,8 @@ def _axis(con) -> bool:
     # Sorted first, then numbered in that order (a streaming row_number): a
     # window ORDER BY would sort the wide rows again in one thread, 2-3x slower.
     # The table is stored in axis order, which the sweep reads.
-    con.execute(
-        f"""CREATE TEMP TABLE _cpu AS
-            SELECT *, row_number() OVER () AS pos FROM (
-                SELECT s.id, s.trace_id, l.lane, s.kind, s.name, s.ts_ns, s.dur_ns, s.end_ns,
-                       l.lane * {spread} + (s.ts_ns - t.t0) AS k0,
-                       l.lane * {spread} + (s.end_ns - t.t0) AS k1
-                -- A slice without a pid or tid is a lane of its own (NULL keys are equal here: USING would drop it).
-                FROM slices s
-                JOIN _lanes l ON l.trace_id = s.trace_id AND l.pid IS NOT DISTINCT FROM s.pid
-                             AND l.tid IS NOT DISTINCT FROM s.tid
-                JOIN _t0 t ON t.trace_id = s.trace_id
-                WHERE s.kind IN {_in(CPU_NEST_KINDS)}
-                ORDER BY l.lane, s.ts_ns, s.dur_ns DESC, s.id
-            )"""
-    )
-    con.execute("DROP TABLE _lanes")
-    con.execute("DROP TABLE _t0")
+    sqlmodules.run(con, "model/axis", kinds=CPU_NEST_KINDS, spread=spread)
     return spread == 0
-
-
-def _nest_containers(con, keyed: bool) -> None:
-    """All (container, enclosing container) pairs, and each container's stack."""
-    same_lane = "AND a.lane = c.lane" if keyed else ""
-    # The join holds only the two inequalities: given more, DuckDB may pick
-    # other ones for the IEJoin and run hundreds of times slower.
-    con.execute(
-        f"""CREATE TEMP TABLE _pairs AS
-            SELECT c.id, c.ts_ns AS c_ts, c.end_ns AS c_end, c.pos AS c_pos,
-                   a.id AS aid, a.kind AS akind, a.name AS aname, a.pos AS a_pos, a.end_ns AS a_end
-            FROM _cont c JOIN _cont a ON a.k0 <= c.k0 AND a.k1 >= c.k1 - {BLEED_NS} {same_lane}"""
-    )
-    con.execute(
-        f"""CREATE TEMP TABLE _anc AS
-            SELECT id, aid, akind, aname, a_pos, a_end FROM _pairs
-            WHERE a_pos < c_pos AND {_ENCLOSES}"""
-    )
-    con.execute("DROP TABLE _pairs")
-    con.execute(
-        f"""CREATE TEMP TABLE _cstack AS
-            SELECT id, count(*) AS depth,
-                   arg_max(aid, {_INNER}) AS parent_id,
-                   arg_min(aid, {_INNER}) AS root_id,
-                   arg_max(aid, {_INNER}) FILTER (WHERE akind = 'cpu_op') AS op_id,
-                   arg_min(aid, {_INNER}) FILTER (WHERE akind = 'cpu_op') AS top_op_id,
-                   arg_max(aid, {_INNER}) FILTER (WHERE akind = 'user_annotation') AS annotation_id,
-                   list(aid ORDER BY a_pos) FILTER (WHERE akind = 'user_annotation') AS annotation_ids,
-                   list(aname ORDER BY a_pos) FILTER (WHERE akind = 'user_annotation') AS annotations
-            FROM _anc GROUP BY id"""
-    )
 
 
 # The sweep's slices are split into this many groups of about equal rows (between threads, or
@@ -257,11 +191,7 @@ def _sweep(con) -> bool:
     import polars as pl
 
     # A plain scan returns _cpu in the order it was stored, which is axis order (an ORDER BY would sort again).
-    df = con.sql(
-        f"""SELECT id, lane, k0, k1, pos, kind = 'cpu_op' AS op, kind = 'user_annotation' AS ann,
-                   CASE WHEN kind = 'user_annotation' THEN name END AS name
-            FROM _cpu WHERE kind IN {_in(_CONTAINER_KINDS)}"""
-    ).pl()
+    df = con.sql(sqlmodules.text("model/sweep_rows", kinds=_CONTAINER_KINDS)).pl()
     leaves = con.sql(f"SELECT id, lane, pos, k0, k1 FROM _cpu WHERE kind IN {_in(LAUNCH_KINDS)}").pl()
     made: set[str] = set()
 
@@ -526,7 +456,7 @@ def _sweep_leaves(pl, cont, leaves, depth, at_level, cc, cp) -> tuple:
 
     A call's parent is the innermost of the last container opened before it
     (on its thread) and that container's ancestors that encloses it
-    (``_ENCLOSES``), as ``_nest_leaves`` defines it. ``cc`` are the nested
+    (``BLEED_NS``), as ``model/nest_leaves.sql`` defines it. ``cc`` are the nested
     containers and ``cp`` their parents, as indexes of ``cont``.
     """
     k0, k1 = cont["k0"], cont["k1"]
@@ -577,247 +507,22 @@ def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
     against every slice took 4.5 s for 4,100 SDPA blocks over 1.0M slices (a tiny Llama
     tiled 41x, 372 MB); the run's numbers are unnested per span, so the work is the pairs.
     """
-    return f"""WITH s AS MATERIALIZED (
-                   SELECT {key} AS key, lane, {start} AS s0, {end} + {BLEED_NS} AS s1 FROM {spans}
-               ),
-               lo AS (SELECT s.key, s.lane, x.k0 FROM s ASOF JOIN _cpu x ON s.lane = x.lane AND s.s0 <= x.k0),
-               hi AS (SELECT s.key, s.lane, x.k0 FROM s ASOF JOIN _cpu x ON s.lane = x.lane AND s.s1 >= x.k0),
-               -- The ends of each run: the first slice of the lo key's ties, the last of the hi key's.
-               lo_pos AS (SELECT lo.key, min(x.pos) AS p_lo FROM lo JOIN _cpu x USING (lane, k0) GROUP BY lo.key),
-               hi_pos AS (SELECT hi.key, max(x.pos) AS p_hi FROM hi JOIN _cpu x USING (lane, k0) GROUP BY hi.key),
-               p AS (SELECT key, unnest(range(p_lo, p_hi + 1)) AS pos FROM lo_pos JOIN hi_pos USING (key) WHERE p_lo <= p_hi)
-               -- (Every slice of a run is on the span's lane and starts within it: only its end is checked.)
-               SELECT x.id AS x, p.key, x.pos
-               FROM p JOIN s USING (key) JOIN _cpu x USING (pos)
-               WHERE x.k1 <= s.s1"""
-
+    return sqlmodules.text("model/inside", spans=spans, key=key, start=start, end=end, bleed=BLEED_NS)
 
 def _nest_leaves(con) -> None:
     """Runtime/driver calls: parent = innermost enclosing container, and ``_nest`` from the stacks
     (the range join's path: the sweep made ``_nest`` already)."""
     if _exists(con, "_nest"):
         return
-    _leaf_parents(con)
-    con.execute("DROP TABLE IF EXISTS _cont")
-    # A call inherits its parent's stack, the parent included.
-    con.execute(
-        """CREATE TEMP TABLE _lstack AS
-           SELECT l.id, coalesce(s.depth, 0) + 1 AS depth, l.parent_id,
-                  coalesce(s.root_id, l.parent_id) AS root_id,
-                  CASE WHEN l.parent_op THEN l.parent_id ELSE s.op_id END AS op_id,
-                  coalesce(s.top_op_id, CASE WHEN l.parent_op THEN l.parent_id END) AS top_op_id,
-                  CASE WHEN l.parent_annotation THEN l.parent_id ELSE s.annotation_id END AS annotation_id,
-                  CASE WHEN l.parent_annotation THEN list_append(coalesce(s.annotation_ids, []), l.parent_id)
-                       ELSE s.annotation_ids END AS annotation_ids,
-                  CASE WHEN l.parent_annotation THEN list_append(coalesce(s.annotations, []), l.parent_name)
-                       ELSE s.annotations END AS annotations
-           FROM _lparent l LEFT JOIN _cstack s ON s.id = l.parent_id"""
-    )
-    con.execute("DROP TABLE _lparent")
-    _nest_from_stacks(con)
+    sqlmodules.run(con, "model/nest_leaves", launch_kinds=LAUNCH_KINDS, bleed=BLEED_NS)
 
-
-def _nest_from_stacks(con) -> None:
-    """``_nest`` from the range join's stacks (``_cstack``, ``_lstack``), as ``_nest_rows`` gives it."""
-    con.execute(
-        """CREATE TEMP TABLE _nest AS
-           WITH st AS (SELECT * FROM _cstack UNION ALL SELECT * FROM _lstack),
-           ch AS (
-               SELECT s.parent_id AS id, count(*) AS children,
-                      sum(least(c.end_ns, p.end_ns) - greatest(c.ts_ns, p.ts_ns)) AS child_ns
-               FROM st s JOIN _cpu c ON c.id = s.id JOIN _cpu p ON p.id = s.parent_id
-               GROUP BY s.parent_id
-           )
-           SELECT c.id, coalesce(st.depth, 0)::INTEGER AS depth, st.parent_id, coalesce(st.root_id, c.id) AS root_id,
-                  st.op_id, st.top_op_id, st.annotation_id, coalesce(st.annotation_ids, []) AS annotation_ids,
-                  coalesce(st.annotations, []) AS annotations, coalesce(ch.children, 0)::INTEGER AS children,
-                  coalesce(ch.child_ns, 0)::BIGINT AS child_ns
-           FROM _cpu c LEFT JOIN st USING (id) LEFT JOIN ch USING (id)
-           ORDER BY c.pos"""
-    )
-
-
-def _leaf_parents(con) -> None:
-    """``_lparent``: each call's parent (and its kind and name), by an ASOF join and the last container's ancestors."""
-    con.execute(
-        f"""CREATE TEMP TABLE _prev AS
-            SELECT l.id, l.ts_ns AS c_ts, l.end_ns AS c_end, l.pos AS c_pos, c.id AS x
-            FROM (SELECT * FROM _cpu WHERE kind IN {_in(LAUNCH_KINDS)}) l
-            ASOF JOIN _cont c ON l.lane = c.lane AND c.pos < l.pos"""
-    )
-    # The enclosing container is the last one opened before the call, or one
-    # of that container's ancestors (when the last one already closed).
-    con.execute(
-        f"""CREATE TEMP TABLE _lparent AS
-            SELECT l.id, l.parent_id, p.kind = 'cpu_op' AS parent_op, p.kind = 'user_annotation' AS parent_annotation,
-                   p.name AS parent_name
-            FROM (
-                SELECT id, arg_max(aid, {_INNER}) AS parent_id
-                FROM (
-                    SELECT p.id, p.c_ts, p.c_end, c.id AS aid, c.pos AS a_pos, c.end_ns AS a_end
-                    FROM _prev p JOIN _cont c ON c.id = p.x
-                    UNION ALL
-                    SELECT p.id, p.c_ts, p.c_end, a.aid, a.a_pos, a.a_end
-                    FROM _prev p JOIN _anc a ON a.id = p.x
-                )
-                WHERE {_ENCLOSES}
-                GROUP BY id
-            ) l JOIN _cont p ON p.id = l.parent_id"""
-    )
-    con.execute("DROP TABLE _prev")
-
-
-def _cpu_slices(con, kind: str = "TABLE") -> None:
-    parse, typed = fields.typed(fields.OP, "args")
-    # From events, not its view slices, though only slices join: the estimate of every event
-    # makes _nest (integers and the annotation lists) the join's hashed side. The estimate of
-    # the slices is far below their number, and DuckDB hashed the wide rows instead (x22, one
-    # thread: the join 0.47-0.54 s hashing _nest, 0.61-0.90 s hashing the slices).
-    con.execute(
-        f"""
-        CREATE {kind} cpu_slices AS
-        SELECT s.id, s.trace_id, s.kind, s.name, s.pid, s.tid, s.ts_ns, s.dur_ns, s.end_ns,
-               n.depth::INTEGER AS depth, n.parent_id, n.root_id, n.children::INTEGER AS children,
-               greatest(s.dur_ns - n.child_ns, 0)::BIGINT AS self_ns,
-               n.op_id, n.top_op_id, n.annotation_id, n.annotation_ids, n.annotations,
-               s.external_id, s.correlation, {typed}
-        FROM (SELECT *, CASE WHEN kind IN ('cpu_op', 'user_annotation') THEN {parse.replace(" AS a", " END AS a")}
-              FROM events) s
-        JOIN _nest n USING (id)
-        """
-    )
-
-
-def _runtime_calls(con, kind: str = "TABLE") -> None:
-    # The ac2g flow starts: per correlation, whether any exists and the
-    # (thread, time) each starts at; joined, not EXISTS-probed twice per call.
-    con.execute(
-        """
-        CREATE TEMP TABLE _sflow AS
-        SELECT DISTINCT trace_id, TRY_CAST(flow_id AS BIGINT) AS correlation, pid, tid, ts_ns
-        FROM flows WHERE kind = 'ac2g' AND ph = 's'
-        """
-    )
-    parse, typed = fields.typed(fields.RUNTIME, "args")
-    # A call's stack is its row of _nest (_cpu's order), not read back from cpu_slices. Each join
-    # hashes its right side, the narrower: planned by estimates, the join with the ops' names hashed
-    # the wide calls (the calls are underestimated). x22, two threads: the statement 1.25-1.50 ->
-    # 0.97-1.18 CPU-s in the build (loaded machine).
-    _right_side_hashed(
-        con,
-        f"""
-        CREATE {kind} runtime_calls AS
-        WITH c AS MATERIALIZED (
-            SELECT n.id, n.op_id, n.top_op_id, n.annotation_id, n.annotations
-            FROM _cpu POSITIONAL JOIN _nest n
-            -- The rows pair by position: a _nest out of _cpu's order fails here, rather than giving calls no stack.
-            WHERE _cpu.kind IN {_in(LAUNCH_KINDS)}
-              AND CASE WHEN _cpu.id = n.id THEN true ELSE error('internal: _nest is not in _cpu''s order') END
-        )
-        SELECT s.id, s.trace_id, s.kind, s.name AS api, s.pid, s.tid, s.ts_ns, s.dur_ns, s.end_ns,
-               s.correlation, s.external_id, {typed},
-               c.op_id AS cpu_op_id, op.name AS cpu_op_name, c.top_op_id, top.name AS top_op_name,
-               c.annotation_id, c.annotations[-1] AS annotation_name, coalesce(c.annotations, []) AS annotations,
-               s.name ILIKE '%graphlaunch%' AS graph_launch,
-               -- NULL: no ac2g flow has this correlation; false: flows exist, none starts at this call.
-               CASE WHEN fc.correlation IS NOT NULL THEN fm.correlation IS NOT NULL END AS flow_matches
-        FROM (SELECT *, {parse} FROM slices WHERE kind IN {_in(LAUNCH_KINDS)}) s
-        LEFT JOIN c USING (id)
-        -- Only the ops some call names: the names of every CPU slice would be hashed.
-        LEFT JOIN (SELECT id, name FROM _cpu WHERE id IN (SELECT op_id FROM c)) op ON op.id = c.op_id
-        LEFT JOIN (SELECT id, name FROM _cpu WHERE id IN (SELECT top_op_id FROM c)) top ON top.id = c.top_op_id
-        LEFT JOIN (SELECT DISTINCT trace_id, correlation FROM _sflow) fc
-               ON fc.trace_id = s.trace_id AND fc.correlation = s.correlation
-        LEFT JOIN _sflow fm
-               ON fm.trace_id = s.trace_id AND fm.correlation = s.correlation
-              AND fm.pid = s.pid AND fm.tid = s.tid AND fm.ts_ns = s.ts_ns
-        """,
-    )
-    con.execute("DROP TABLE _sflow")
-
-
-def _right_side_hashed(con, sql: str) -> None:
-    """Run ``sql`` with each join hashing the side the SQL puts on its right (DuckDB's build side),
+def _right_side_hashed(con, run: Callable[[], None]) -> None:
+    """``run`` the statements with each join hashing the side the SQL puts on its right (DuckDB's build side),
     whatever the planner estimates: for a statement whose estimates are known to be wrong (a
     filtered scan of events is estimated at a fifth of its rows or less)."""
     before = con.execute("SELECT current_setting('disabled_optimizers')").fetchall()[0][0]
     con.execute(f"SET disabled_optimizers = {literal(','.join(filter(None, (before, 'build_side_probe_side'))))}")
     try:
-        con.execute(sql)
+        run()
     finally:
         con.execute(f"SET disabled_optimizers = {literal(before)}")
-
-
-def _gpu_ops(con, kind: str = "TABLE") -> None:
-    # Correlation ids repeat across processes of one trace; then the launch
-    # that began last before the GPU op started is the one that queued it.
-    con.execute(
-        f"""
-        CREATE TEMP TABLE _link AS
-        SELECT id, launch_id, candidates FROM (
-            SELECT g.id, r.id AS launch_id,
-                   count(*) OVER (PARTITION BY g.id) AS candidates,
-                   row_number() OVER (PARTITION BY g.id
-                                      ORDER BY (r.ts_ns <= g.ts_ns) DESC, abs(g.ts_ns - r.ts_ns), r.id) AS rn
-            FROM slices g JOIN runtime_calls r
-              ON r.trace_id = g.trace_id AND r.correlation = g.correlation
-            WHERE g.kind IN {_in(GPU_OP_KINDS)}
-        ) WHERE rn = 1
-        """
-    )
-    parse, typed = fields.typed(fields.GPU, "args")
-    cause = orphan_cause_sql("l.launch_id IS NOT NULL", "g.correlation")
-    con.execute(
-        f"""
-        CREATE {kind} gpu_ops AS
-        SELECT g.id, g.trace_id, g.kind, g.name,
-               coalesce(g.device, TRY_CAST(g.pid AS INTEGER)) AS device,
-               coalesce(g.stream, TRY_CAST(g.tid AS BIGINT)) AS stream,
-               g.pid, g.tid, g.ts_ns, g.dur_ns, g.end_ns, g.correlation, g.external_id,
-               l.launch_id, r.api AS launch_api, r.tid AS launch_tid, r.ts_ns AS launch_ts_ns,
-               coalesce({cause} = 'launched_before_trace', false) AS orphan, {cause} AS orphan_cause,
-               coalesce(r.graph_launch, false) AS via_graph,
-               coalesce(l.candidates, 0)::INTEGER AS launch_candidates,
-               r.cpu_op_id, r.cpu_op_name, r.top_op_id, r.top_op_name,
-               r.annotation_id, r.annotation_name, coalesce(r.annotations, []) AS annotations,
-               g.grid, g.block, g.registers_per_thread, g.shared_memory_bytes, g.blocks_per_sm,
-               g.warps_per_sm, g.est_occupancy_pct, g.bytes, g.memory_bandwidth_gbps
-        FROM (SELECT id, trace_id, kind, name, pid, tid, ts_ns, dur_ns, end_ns, correlation, external_id, {typed}
-              FROM (SELECT *, {parse} FROM slices WHERE kind IN {_in(GPU_OP_KINDS)})) g
-        LEFT JOIN _link l ON l.id = g.id
-        LEFT JOIN runtime_calls r ON r.id = l.launch_id
-        """
-    )
-    con.execute("DROP TABLE _link")
-
-
-def _python_functions(con, kind: str = "TABLE") -> None:
-    parse, typed = fields.typed(fields.PYTHON, "args")
-    con.execute(
-        f"""
-        CREATE {kind} python_functions AS
-        WITH f AS (
-            SELECT id, trace_id, name, pid, tid, ts_ns, dur_ns, end_ns, {typed}
-            FROM (SELECT *, {parse} FROM slices WHERE kind = 'python_function')
-        )
-        -- Python ids repeat in long recordings and merged files: the parent is the frame of that id
-        -- whose time contains the child's (the innermost, if several), so each frame keeps one row.
-        SELECT f.*, p.id AS parent_id
-        FROM f LEFT JOIN f p
-          ON p.trace_id = f.trace_id AND p.pid = f.pid AND p.tid = f.tid AND p.python_id = f.python_parent_id
-             AND p.id <> f.id AND p.ts_ns <= f.ts_ns AND f.end_ns <= p.end_ns
-        QUALIFY row_number() OVER (PARTITION BY f.id ORDER BY p.ts_ns DESC NULLS LAST, p.dur_ns, p.id) = 1
-        """
-    )
-
-
-def _collectives(con, kind: str = "TABLE") -> None:
-    parse, typed = fields.typed(fields.COLLECTIVE, "args")
-    con.execute(
-        f"""
-        CREATE {kind} collectives AS
-        SELECT id, trace_id, kind, name, pid, tid, ts_ns, dur_ns, end_ns, {typed}
-        FROM (SELECT *, {parse} FROM slices
-              WHERE kind IN ('cpu_op', 'kernel') AND contains(CAST(args AS VARCHAR), '"Collective name"'))
-        """
-    )

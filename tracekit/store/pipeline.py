@@ -27,7 +27,7 @@ import duckdb
 
 from tracekit.attribution import assign
 from tracekit.common.sqltext import Macro
-from tracekit.model import link, rules
+from tracekit.model import link, rules, sqlmodules
 from tracekit.schema import catalog
 
 # Views over the linked tables, created with them.
@@ -211,7 +211,7 @@ def build(
             if step.name in wanted:
                 _run(con, ctx, step)
     finally:
-        link.drop_work(con)
+        sqlmodules.drop_private(con)
     if not temp:  # the docs of the tables built, in the database (TEMP objects take no comments)
         with transaction(con):
             con.execute(catalog.comments(n for s in STEPS if s.name in wanted for n in s.creates))

@@ -15,16 +15,24 @@ the end of a line::
     -- @creates _cpu                   Every CPU slice with its lane and position (private).
     CREATE TEMP TABLE _cpu AS SELECT ... {{spread}} ... WHERE kind IN {{kinds}};
 
-``{{name}}`` is where a parameter goes, written by its type: ``INT`` an integer, ``TEXT`` a quoted string,
-``LIST`` a parenthesised list of quoted strings, ``IDENT`` a plain identifier, ``KEYWORD(A|B)`` one of the
-words listed. A parameter that is declared and not used, used and not declared, or missing or extra in a
-call is an error naming the file (and the line, for a declaration). Values are tracekit's own vocabulary
-and numbers, never the user's text (that is bound by DuckDB, see ``sqlsafety``).
+Slots, written ``{{...}}``:
 
-``@creates`` names what a module leaves behind (made, or replaced). Names that start with ``_`` are private working tables: the
-build drops them all when it ends (``drop_private``), and ``docs/architecture.md`` lists them. A test runs
-every build with ``CHECK`` on, which verifies after each module that it created what it declares and
-nothing else.
+- ``{{name}}``: a parameter, written by its declared type: ``INT`` an integer, ``TEXT`` a quoted string,
+  ``LIST`` a parenthesised list of quoted strings, ``IDENT`` a plain identifier, ``KEYWORD(A|B)`` one of
+  the words listed. A parameter declared and not used, used and not declared, or missing or extra in a
+  call is an error naming the file (and the line, for a declaration). Values are tracekit's own
+  vocabulary, identifiers and numbers, never the user's text (DuckDB binds that, see ``sqlsafety``).
+- ``{{include package/name key=value ...}}``: a fragment module (header line ``-- @fragment``: one query,
+  no statement of its own) written in place, with its parameters given as words, numbers or the
+  including module's own parameters (``key={{name}}`` is not needed: ``key=name`` passes one through
+  when ``name`` is a parameter of the including module).
+- ``{{args TABLE}}`` and ``{{columns TABLE}}``: the typed ``args`` fields that ``schema.catalog``
+  declares for TABLE, as ``json_transform(args, spec)`` (to be named ``a``) and ``a."key" AS column, ...``.
+
+``@creates`` names what a module leaves behind (made, or replaced); ``@scratch`` what it makes and drops
+itself. Names that start with ``_`` are private working tables: the build drops every one that is left when
+it ends, also after a failure (``drop_private``), and ``docs/architecture.md`` lists them. The tests run builds with ``CHECK`` on, which verifies after each
+module that it left what it declares and nothing else.
 """
 
 from __future__ import annotations
@@ -37,23 +45,25 @@ from pathlib import Path
 import duckdb
 
 from tracekit.common import resources, sqltext
+from tracekit.schema import catalog, fields
 
 # Packages whose sql/ folder holds modules.
 PACKAGES = ("model", "attribution", "store")
 
 _PARAM = re.compile(r"^--\s*@param\s+(\w+)\s+(INT|TEXT|LIST|IDENT|KEYWORD\(([^)]*)\))\s*(.*)$")
 _CREATES = re.compile(r"^--\s*@creates\s+(\w+)\s*(.*)$")
+_SCRATCH = re.compile(r"^--\s*@scratch\s+(\w+)\s*(.*)$")
 _READS = re.compile(r"^--\s*@reads\s+(.*)$")
-_SLOT = re.compile(r"\{\{(\w+)\}\}")
+_SLOT = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-# Tests set this: after each module, check that it created exactly what it declares.
+# Tests set this: after each module, check that it left exactly what it declares.
 CHECK = False
 
 
 @dataclass(frozen=True)
 class Param:
-    """A declared parameter: its name, type, allowed words (KEYWORD) and doc."""
+    """A declared parameter: its name, type, allowed words (KEYWORD), doc and header line."""
 
     name: str
     type: str
@@ -70,27 +80,50 @@ class Module:
     path: Path
     title: str
     doc: str
+    fragment: bool
     params: dict[str, Param]
     reads: tuple[str, ...]
     creates: dict[str, str]
+    scratch: dict[str, str]
     statements: tuple[str, ...]
 
     def render(self, values: dict[str, object]) -> list[str]:
-        """The statements with ``values`` written in, checked against the declarations."""
+        """The statements with ``values`` and every slot written in, checked against the declarations."""
         missing = sorted(set(self.params) - set(values))
         extra = sorted(set(values) - set(self.params))
         if missing or extra:
             said = "; ".join(
-                s
-                for s in (
+                part
+                for part in (
                     f"missing {', '.join(missing)}" if missing else "",
-                    f"undeclared {', '.join(extra)}" if extra else "",
+                    f"not declared: {', '.join(extra)}" if extra else "",
                 )
-                if s
+                if part
             )
             raise ValueError(f"{self.path}: parameters do not match the header ({said})")
         text = {name: _write(self.params[name], value, self.path) for name, value in values.items()}
-        return [_SLOT.sub(lambda m: text[m.group(1)], s) for s in self.statements]
+        return [_SLOT.sub(lambda m: self._slot(m.group(1), values, text), s) for s in self.statements]
+
+    def _slot(self, slot: str, values: dict[str, object], text: dict[str, str]) -> str:
+        words = slot.split()
+        if len(words) == 1:
+            return text[words[0]]
+        if words[0] == "args" and len(words) == 2:
+            return f"json_transform(args, {fields.spec(catalog.args_fields(words[1]))})"
+        if words[0] == "columns" and len(words) == 2:
+            return ", ".join(f'a."{key}" AS {column}' for key, column, _ in catalog.args_fields(words[1]))
+        if words[0] == "include":
+            inner = module(words[1])
+            given = dict(w.split("=", 1) for w in words[2:])
+            passed = {k: values[v] if v in self.params else _word(v) for k, v in given.items()}
+            (query,) = inner.render(passed)
+            return query
+        raise ValueError(f"{self.path}: unknown slot {{{{{slot}}}}}")
+
+
+def _word(value: str) -> object:
+    """A word given to an included fragment: an integer, or a name."""
+    return int(value) if re.fullmatch(r"-?[0-9]+", value) else value
 
 
 def _write(param: Param, value: object, path: Path) -> str:
@@ -101,12 +134,16 @@ def _write(param: Param, value: object, path: Path) -> str:
             raise ValueError(f"{where} must be an int, got {value!r}")
         return str(value)
     if param.type == "TEXT":
-        return sqltext.literal(str(value))
+        if not isinstance(value, str):
+            raise ValueError(f"{where} must be a string, got {value!r}")
+        return sqltext.literal(value)
     if param.type == "LIST":
-        values = list(value)  # type: ignore[call-overload]
-        if not values:
+        if isinstance(value, str):
+            raise ValueError(f"{where} must be a list of strings, got the string {value!r}")
+        items = list(value)  # type: ignore[call-overload]
+        if not items:
             raise ValueError(f"{where} must not be an empty list")
-        return sqltext.in_list(values)
+        return sqltext.in_list(items)
     if param.type == "IDENT":
         if not isinstance(value, str) or not _IDENT.match(value):
             raise ValueError(f"{where} must be a plain identifier, got {value!r}")
@@ -120,32 +157,42 @@ def parse(path: Path, name: str) -> Module:
     """Parse the module at ``path``; an error names the file and line."""
     lines = path.read_text(encoding="utf-8").splitlines()
     header: list[str] = []
-    at = 0
-    while at < len(lines) and lines[at].startswith("--"):
-        header.append(lines[at])
-        at += 1
-    if not header or not header[0][2:].strip():
+    while len(header) < len(lines) and lines[len(header)].startswith("--"):
+        header.append(lines[len(header)])
+    if not header or not header[0][2:].strip() or header[0][2:].strip().startswith("@"):
         raise ValueError(f"{path}:1: a module starts with a '-- title' line")
     params: dict[str, Param] = {}
     creates: dict[str, str] = {}
+    scratch: dict[str, str] = {}
     reads: list[str] = []
     doc: list[str] = []
+    fragment = False
     for number, line in enumerate(header, start=1):
-        if not line[2:].strip().startswith("@"):
-            doc.append(line[2:].strip())
-            continue
-        if m := _PARAM.match(line):
-            words = tuple(w.strip() for w in (m.group(3) or "").split("|") if w.strip())
+        said = line[2:].strip()
+        if not said.startswith("@"):
+            doc.append(said)
+        elif said == "@fragment":
+            fragment = True
+        elif m := _PARAM.match(line):
+            words = tuple(w.strip() for w in m.group(3).split("|")) if m.group(3) is not None else ()
             kind = "KEYWORD" if m.group(2).startswith("KEYWORD") else m.group(2)
             params[m.group(1)] = Param(m.group(1), kind, words, m.group(4), number)
         elif m := _CREATES.match(line):
             creates[m.group(1)] = m.group(2)
+        elif m := _SCRATCH.match(line):
+            scratch[m.group(1)] = m.group(2)
         elif m := _READS.match(line):
             reads += [r.strip() for r in m.group(1).split(",") if r.strip()]
         else:
-            raise ValueError(f"{path}:{number}: unknown header line {line!r} (@param, @reads, @creates)")
-    body = "\n".join(lines[at:])
-    used = set(_SLOT.findall(body))
+            raise ValueError(f"{path}:{number}: unknown header line {line!r} (@param, @reads, @creates, @scratch, @fragment)")
+    body = "\n".join(lines[len(header) :])
+    used = set()
+    for slot in _SLOT.findall(body):
+        words = slot.split()
+        if len(words) == 1:
+            used.add(words[0])
+        elif words[0] == "include":
+            used |= {w.split("=", 1)[1] for w in words[2:] if "=" in w} & set(params)
     for p in params.values():
         if p.name not in used:
             raise ValueError(f"{path}:{p.line}: parameter {p.name} is declared and not used")
@@ -154,8 +201,10 @@ def parse(path: Path, name: str) -> Module:
     statements = tuple(s.strip() for s in re.split(r";[ \t]*(?:\n|$)", body) if s.strip())
     if not statements:
         raise ValueError(f"{path}: no statement after the header")
-    title = doc[0]
-    return Module(name, path, title, "\n".join(doc[1:]).strip(), params, tuple(reads), creates, statements)
+    if fragment and (len(statements) != 1 or creates):
+        raise ValueError(f"{path}: a fragment holds one query and creates nothing")
+    doc_text = "\n".join(doc[1:]).strip()
+    return Module(name, path, doc[0], doc_text, fragment, params, tuple(reads), creates, scratch, statements)
 
 
 @cache
@@ -170,7 +219,7 @@ def module(name: str) -> Module:
 def run(con: duckdb.DuckDBPyConnection, name: str, **params: object) -> None:
     """Run every statement of module ``name`` with ``params``."""
     mod = module(name)
-    before = _tables(con) if CHECK else None
+    before = _objects(con) if CHECK else None
     for statement in mod.render(params):
         con.execute(statement)
     if before is not None:
@@ -178,9 +227,9 @@ def run(con: duckdb.DuckDBPyConnection, name: str, **params: object) -> None:
 
 
 def fetch(con: duckdb.DuckDBPyConnection, name: str, **params: object) -> list[tuple]:
-    """Run module ``name`` and return the rows of its last statement (a SELECT)."""
+    """Run module ``name`` and return the rows of its last statement (a query)."""
     mod = module(name)
-    before = _tables(con) if CHECK else None
+    before = _objects(con) if CHECK else None
     statements = mod.render(params)
     for statement in statements[:-1]:
         con.execute(statement)
@@ -188,6 +237,13 @@ def fetch(con: duckdb.DuckDBPyConnection, name: str, **params: object) -> list[t
     if before is not None:
         _check(con, mod, before)
     return rows
+
+
+def text(name: str, **params: object) -> str:
+    """The one query of module ``name`` with ``params``, for a caller that hands it to DuckDB another way
+    (``con.sql(...).pl()``)."""
+    (query,) = module(name).render(params)
+    return query
 
 
 def every_module() -> list[Module]:
@@ -201,7 +257,7 @@ def every_module() -> list[Module]:
 
 def private_tables() -> tuple[str, ...]:
     """Every private working table a shipped module declares."""
-    return tuple(sorted({t for m in every_module() for t in m.creates if t.startswith("_")}))
+    return tuple(sorted({t for m in every_module() for t in (*m.creates, *m.scratch) if t.startswith("_")}))
 
 
 def drop_private(con: duckdb.DuckDBPyConnection) -> None:
@@ -212,19 +268,19 @@ def drop_private(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(f"DROP TABLE {table}")
 
 
-def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
-    rows = con.execute(
-        "SELECT table_name FROM duckdb_tables() UNION ALL SELECT view_name FROM duckdb_views() WHERE NOT internal"
-    )
-    return {r[0] for r in rows.fetchall()}
+def _objects(con: duckdb.DuckDBPyConnection) -> set[str]:
+    tables = con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+    views = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+    return {r[0] for r in tables + views}
 
 
 def _check(con: duckdb.DuckDBPyConnection, mod: Module, before: set[str]) -> None:
-    """``mod`` created what it declares (or replaced it) and nothing else."""
-    after = _tables(con)
+    """``mod`` left what it declares (made or replaced) and nothing else."""
+    after = _objects(con)
     undeclared = sorted(after - before - set(mod.creates))
     absent = sorted(set(mod.creates) - after)
     if undeclared or absent:
         raise AssertionError(
-            f"{mod.path}: created {undeclared or 'nothing'} it does not declare; declared {absent or 'nothing'} it did not create"
+            f"{mod.path}: left {undeclared or 'nothing'} it does not declare; "
+            f"declared {absent or 'nothing'} it did not leave"
         )
