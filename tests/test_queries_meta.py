@@ -64,6 +64,10 @@ INPUTS = {
     "mi300_sglang_qwen3-8b_decode_hipgraph": _shared("tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz"),
     "a100_nccl_rank0": _shared("hta/a100_nccl_rank0.json.gz"),
     "mi300_falconsai_vit_sdpa_modules": _shared("tracelens/mi300_falconsai_vit_sdpa_modules.json.gz"),
+    # A training step recorded on an H200 (sample_traces/gpu_h200): forward and backward attention calls.
+    "llama_train_sdpa": lambda tmp: (
+        Path(__file__).parent.parent / "sample_traces" / "gpu_h200" / "llama_train_sdpa.json.gz"
+    ),
     "cluster_a100_4ranks": _cluster,
     "synthetic_ranks_flash_math": _ranks_flash_math,
 }

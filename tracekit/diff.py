@@ -2,8 +2,9 @@
 
 Each side is summed from named queries, so every number can be checked with
 ``tracekit query``: ``stage_breakdown`` (GPU ops and time per attention stage)
-or ``top_kernels -p limit=0`` (per GPU op name), and ``attention_calls`` for
-the number of calls when ``per_call`` divides by it. Matching by stage works
+or ``top_kernels -p limit=0`` (per GPU op name), and ``call_counts`` for the
+number of calls when ``per_call`` divides by it (forward calls: a training step's backward belongs to its
+forward call, as in the report's headline). Matching by stage works
 across devices and vendors (an H100's flash kernel and an MI300's both land in
 ``fused_attention``); matching by kernel name lists the names found on one
 side only as ``added`` / ``removed``.
@@ -56,7 +57,7 @@ def totals(side: Side, by: str, include_orphans: bool = False) -> tuple[dict[str
             acc = out.setdefault(r[key], [0, 0])
             acc[0] += r[count]
             acc[1] += r[ns]
-    calls = sum(1 for r in side.trace.query_arrow("attention_calls", params).to_pylist() if side._keep(r["trace"]))
+    calls = sum(r["calls"] for r in side.trace.query_arrow("call_counts", params).to_pylist() if side._keep(r["trace"]))
     return out, calls
 
 

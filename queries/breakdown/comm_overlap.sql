@@ -27,7 +27,7 @@ WITH g AS MATERIALIZED (
            CASE WHEN gpu_op_category(kind, name) = 'communication' THEN 'comm'
                 WHEN kind = 'kernel' AND NOT regexp_matches(name, '^dma|^Memset|Memcpy|Sync') THEN 'comp' END AS side
     FROM gpu_op_events
-    WHERE $include_orphans OR orphan_cause IS DISTINCT FROM 'launched_before_trace'
+    WHERE $include_orphans OR NOT orphan
 ),
 sets AS (
     SELECT {'t': trace_id, 'd': pid, 's': side} AS grp, ts_ns, end_ns FROM g WHERE side IS NOT NULL

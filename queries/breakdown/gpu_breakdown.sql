@@ -26,7 +26,7 @@
 WITH g AS MATERIALIZED (
     SELECT trace_id, ts_ns, end_ns, gpu_op_category(kind, name) AS bucket
     FROM gpu_op_events
-    WHERE $include_orphans OR orphan_cause IS DISTINCT FROM 'launched_before_trace'
+    WHERE $include_orphans OR NOT orphan
 ),
 -- The sets whose unions give every figure: |A - B| = |A u B| - |B|.
 sets AS (

@@ -2,10 +2,12 @@
 --
 -- Each GPU op belongs to the innermost CPU op around its launch (TraceLens's
 -- direct kernel time); GPU ops with no CPU op (graph replays launched outside
--- any op, no-correlation ops) form the row '(no CPU op)'. Its category comes
--- from rules/op_categories.csv (data; extend with --rules): a memcpy or memset
--- is memcpy; else the first op rule (by rule_order) matching the op's name;
--- else the first kernel rule matching the GPU op's name; else other. An op
+-- any op, no-correlation ops) form the row '(no CPU op)'. Its category: a GPU
+-- op that gpu_breakdown counts as memcpy or communication (the gpu_op_category
+-- macro, the one definition of both) is that; every other GPU op (a memset
+-- too: computation there) takes the first op rule (by rule_order) of
+-- rules/op_categories.csv (data; extend with --rules) matching the op's name,
+-- else the first kernel rule matching the GPU op's name, else other. An op
 -- whose GPU ops fall in several categories has a row per category. kernel_ns
 -- sums GPU op durations (memcpys and memsets included), share_pct is of all
 -- counted GPU op time of the trace. Orphans are left out unless include_orphans
@@ -40,7 +42,8 @@ kernel_rule AS (
     GROUP BY d.name
 ),
 categorized AS (
-    SELECT g.*, CASE WHEN g.kind IN ('memcpy', 'memset') THEN 'memcpy'
+    SELECT g.*, CASE WHEN gpu_op_category(g.kind, g.name) IN ('memcpy', 'communication')
+                     THEN gpu_op_category(g.kind, g.name)
                      ELSE coalesce(o.category, k.category, 'other') END AS category
     FROM g LEFT JOIN op_rule o ON o.cpu_op_name = g.cpu_op_name LEFT JOIN kernel_rule k ON k.name = g.name
 ),

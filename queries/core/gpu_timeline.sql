@@ -21,7 +21,7 @@
 -- @column busy_pct DOUBLE          100 * busy_ns / span_ns.
 WITH g AS MATERIALIZED (
     -- gpu_op_events: the rows of gpu_ops, linked or not, without the link step.
-    SELECT trace_id, ts_ns, end_ns, linked, coalesce(orphan_cause = 'launched_before_trace', false) AS orphan
+    SELECT trace_id, ts_ns, end_ns, linked, orphan
     FROM gpu_op_events
 ),
 counted AS (

@@ -20,7 +20,7 @@ WITH per_name AS (
     SELECT trace_id, kind, name, count(*) AS count, sum(dur_ns)::BIGINT AS total_ns,
            avg(dur_ns) AS avg_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
     FROM gpu_op_events
-    WHERE $include_orphans OR orphan_cause IS DISTINCT FROM 'launched_before_trace'
+    WHERE $include_orphans OR NOT orphan
     GROUP BY trace_id, kind, name
 ),
 ranked AS (

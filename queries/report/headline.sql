@@ -3,8 +3,8 @@
 -- Built on the queries it summarizes (attention_calls, kernel_precision,
 -- launch_api, occupancy, gpu_timeline), so each number means what that query
 -- says. Per-call numbers are means over the trace's attention calls (calls
--- without the value left out), forward calls only when a training trace also
--- holds backward ones (direction = 'backward'), which backward_* count apart; impl is the most frequent implementation (ties:
+-- without the value left out), over the calls call_counts counts (the
+-- counts_as_call macro: forward calls; backward ones are counted apart by backward_*); impl is the most frequent implementation (ties:
 -- alphabetical); tensor_core_pct is kernel_precision's tensor-core share (0 when
 -- the trace has kernels but none on tensor cores, NULL without kernels);
 -- launch_api is the API whose GPU ops take the most GPU time; occupancies are
@@ -40,11 +40,11 @@ calls AS (
     SELECT trace, count(*) AS attention_calls, avg(gpu_ns) AS gpu_ns_per_call,
            avg(attention_kernel_ns) AS attention_kernel_ns_per_call, avg(cpu_ns) AS cpu_ns_per_call,
            avg(gpu_ops) AS gpu_ops_per_call, avg(tflops_per_s) AS tflops_per_s
-    FROM attention_calls WHERE direction IS DISTINCT FROM 'backward' GROUP BY trace
+    FROM attention_calls WHERE counts_as_call(direction) GROUP BY trace
 ),
 backward AS (
     SELECT trace, count(*) AS backward_calls, avg(gpu_ns) AS backward_gpu_ns_per_call
-    FROM attention_calls WHERE direction = 'backward' GROUP BY trace
+    FROM attention_calls WHERE NOT counts_as_call(direction) GROUP BY trace
 ),
 precision AS (
     SELECT trace, coalesce(max(share_pct) FILTER (WHERE precision = 'tensor_core'), 0.0) AS tensor_core_pct

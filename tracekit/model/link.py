@@ -43,7 +43,7 @@ from tracekit.common import background
 from tracekit.common.sqltext import in_list as _in
 from tracekit.common.sqltext import literal
 from tracekit.model import sqlmodules
-from tracekit.schema.kinds import CPU_NEST_KINDS, GPU_OP_KINDS, LAUNCH_KINDS, ORPHAN_CAUSES
+from tracekit.schema.kinds import CPU_NEST_KINDS, GPU_OP_KINDS, LAUNCH_KINDS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,9 +54,6 @@ BLEED_NS = 1000
 
 # The tables ``build`` creates.
 TABLES = ("cpu_slices", "runtime_calls", "gpu_ops", "python_functions", "collectives")
-
-# The orphan causes (schema.kinds): launched before the trace began, and no correlation id.
-BEFORE, NONE = ORPHAN_CAUSES
 
 _CONTAINER_KINDS = tuple(k for k in CPU_NEST_KINDS if k not in LAUNCH_KINDS)
 
@@ -118,7 +115,7 @@ def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
     _right_side_hashed(con, lambda: sqlmodules.run(con, "model/runtime_calls", table=kind, launch_kinds=LAUNCH_KINDS))
     for t in ("_nest", "_cstack", "_lstack"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
-    sqlmodules.run(con, "model/gpu_ops", table=kind, gpu_kinds=GPU_OP_KINDS, before_trace=BEFORE, no_correlation=NONE)
+    sqlmodules.run(con, "model/gpu_ops", table=kind, gpu_kinds=GPU_OP_KINDS)
     sqlmodules.run(con, "model/python_functions", table=kind)
     sqlmodules.run(con, "model/collectives", table=kind)
 
@@ -509,12 +506,14 @@ def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
     """
     return sqlmodules.text("model/inside", spans=spans, key=key, start=start, end=end, bleed=BLEED_NS)
 
+
 def _nest_leaves(con) -> None:
     """Runtime/driver calls: parent = innermost enclosing container, and ``_nest`` from the stacks
     (the range join's path: the sweep made ``_nest`` already)."""
     if _exists(con, "_nest"):
         return
     sqlmodules.run(con, "model/nest_leaves", launch_kinds=LAUNCH_KINDS, bleed=BLEED_NS)
+
 
 def _right_side_hashed(con, run: Callable[[], None]) -> None:
     """``run`` the statements with each join hashing the side the SQL puts on its right (DuckDB's build side),

@@ -184,7 +184,9 @@ def parse(path: Path, name: str) -> Module:
         elif m := _READS.match(line):
             reads += [r.strip() for r in m.group(1).split(",") if r.strip()]
         else:
-            raise ValueError(f"{path}:{number}: unknown header line {line!r} (@param, @reads, @creates, @scratch, @fragment)")
+            raise ValueError(
+                f"{path}:{number}: unknown header line {line!r} (@param, @reads, @creates, @scratch, @fragment)"
+            )
     body = "\n".join(lines[len(header) :])
     used = set()
     for slot in _SLOT.findall(body):

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from tracekit.present.values import format_unit
+
 
 class StatusLine:
     """One self-overwriting status line on a terminal; silent when stderr is piped."""
@@ -62,7 +64,7 @@ def orphan_note(orphans: tuple[int, int], how: str) -> None:
     count, ns = orphans
     if count:
         click.echo(
-            f"Note: left out {count:,} GPU op(s) launched before the trace ({ns / 1e6:,.3f} ms); {how} counts them.",
+            f"Note: left out {count:,} GPU op(s) launched before the trace ({format_unit(ns, 'ms')}); {how} counts them.",
             err=True,
         )
 

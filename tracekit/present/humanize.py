@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tracekit.common import background, names
-from tracekit.present.values import plain
+from tracekit.present.values import duration_number, plain, time_unit
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -46,7 +46,6 @@ _ID = re.compile(r"(^|_)(id|ids|pid|tid|correlation|rank|step|order|version|year
 _BYTES = re.compile(r"(^|_)(bytes)($|_)")
 _BYTE_UNITS = (("B", 1, 1e4), ("KB", 1e3, 1e7), ("MB", 1e6, 1e10), ("GB", 1e9, math.inf))
 _TIMESTAMP = re.compile(r"(^|_)(ts|end|start)_ns$")
-_TIME_UNITS = (("µs", 1e3, 1e7), ("ms", 1e6, 1e10), ("s", 1e9, math.inf))
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ class Column:
         if isinstance(value, decimal.Decimal):  # sum() of BIGINT is HUGEINT / DECIMAL in DuckDB
             value = int(value) if value == value.to_integral_value() else float(value)
         if self.kind == "time":
-            return f"{value / self.scale:,.1f}" if self.scale == 1e3 else f"{value / self.scale:,.3f}"
+            return duration_number(value, self.scale)
         if self.kind == "size":
             return f"{value / self.scale:,.1f}"
         if self.kind == "pct":
@@ -103,7 +102,7 @@ def column(name: str, arrow_type, values: list) -> Column:
         return Column(name, name, "id", numeric=True)
     if _NS.search(name):
         biggest = max((abs(float(v)) for v in values if v is not None), default=0.0)
-        unit, scale = next((u, s) for u, s, below in _TIME_UNITS if biggest < below)
+        unit, scale = time_unit(biggest)
         return Column(name, _NS.sub(lambda m: f"{m.group(1)}{unit}{m.group(2)}", name, count=1), "time", scale, True)
     if _BYTES.search(name) and not name.endswith("_per_byte"):
         biggest = max((abs(float(v)) for v in values if v is not None), default=0.0)

@@ -11,6 +11,7 @@ import math
 from html import escape
 
 from tracekit.common import names
+from tracekit.present.values import format_unit
 from tracekit.schema import stages
 
 STAGE_COLORS = stages.colours()
@@ -157,7 +158,7 @@ def timeline(title: str, lanes: list[tuple[str, list[dict]]]) -> str:
             body.append(
                 f'<rect class="op" x="{x:.2f}" y="{y + 2}" width="{w:.2f}" height="{row - 8}" '
                 f'fill="{stage_color(op["stage"])}"><title>{escape(op["stage"])}: {escape(name)} '
-                f"({op['dur_ns'] / 1e3:,.1f} µs at +{op['start_ns'] / 1e3:,.1f} µs)</title></rect>"
+                f"({format_unit(op['dur_ns'], 'us')} at +{format_unit(op['start_ns'], 'us')})</title></rect>"
             )
         y += row
     for t in nice_ticks(0, end / 1e3):

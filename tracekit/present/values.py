@@ -36,18 +36,29 @@ def plain(value):
 
 UNITS = ("ns", "us", "ms", "pct", "x", "count", "num", "short")
 
+# How a duration in ns is shown: (unit, ns per unit, below how many ns this unit is chosen). The one place
+# durations get their units: ``format_unit`` per value, the table format (``humanize``) per column.
+TIME_UNITS = (("µs", 1e3, 1e7), ("ms", 1e6, 1e10), ("s", 1e9, math.inf))
+
+
+def time_unit(largest_ns: float) -> tuple[str, float]:
+    """The unit (and ns per unit) a duration of ``largest_ns`` is shown in: µs below 10 ms, ms below 10 s, else s."""
+    return next((unit, scale) for unit, scale, below in TIME_UNITS if abs(largest_ns) < below)
+
+
+def duration_number(ns: float, scale: float) -> str:
+    """The number of a duration shown in the unit of ``scale`` ns: µs with one decimal, ms and s with three."""
+    return f"{ns / scale:,.1f}" if scale == 1e3 else f"{ns / scale:,.3f}"
+
 
 def format_unit(value, unit: str, missing: str = "–") -> str:
-    """Display text of a number in a unit: ns (µs, or ms from 10 ms up), us, ms, pct, x,
+    """Display text of a number in a unit: ns (µs; ms from 10 ms up; s from 10 s up), us, ms, pct, x,
     count, num; short demangles a kernel name and cuts it in the middle to 60 characters."""
     if value is None:
         return missing
-    if unit == "ns":
-        unit = "us" if abs(value) < 1e7 else "ms"
-    if unit == "us":
-        return f"{value / 1e3:,.1f} µs"
-    if unit == "ms":
-        return f"{value / 1e6:,.3f} ms"
+    if unit in ("ns", "us", "ms"):
+        name, scale = time_unit(value) if unit == "ns" else ("µs", 1e3) if unit == "us" else ("ms", 1e6)
+        return f"{duration_number(value, scale)} {name}"
     if unit == "pct":
         return f"{value:.1f} %"
     if unit == "x":

@@ -343,7 +343,7 @@ source VARCHAR  Where the numbers come from (vendor data sheet).
         "rule_op_categories",
         "table",
         "rules",
-        "CPU op and kernel name patterns -> op category (tracekit/rules/op_categories.csv plus user folders): op_summary and op_categories. A memcpy/memset is memcpy; else the first op rule matching the launching op wins, else the first kernel rule, else other.",
+        "CPU op and kernel name patterns -> op category (tracekit/rules/op_categories.csv plus user folders): op_summary and op_categories. A GPU op that the gpu_op_category macro calls memcpy or communication is that; else the first op rule matching the launching op wins, else the first kernel rule, else other (a memset is computation, as in gpu_breakdown).",
         _cols(
             """
 pattern VARCHAR  RE2 regular expression matched against the CPU op's name (applies_to op) or the GPU op's name (kernel).
@@ -645,7 +645,8 @@ dur_ns BIGINT  Duration on the GPU, ns.
 end_ns BIGINT  End, ns.
 correlation BIGINT  args.correlation.
 linked BOOLEAN  A runtime/driver call of the trace has this correlation (gpu_ops.launch_id IS NOT NULL).
-orphan_cause VARCHAR  gpu_ops.orphan_cause: launched_before_trace, no_correlation, or NULL when linked.
+orphan_cause VARCHAR  gpu_ops.orphan_cause: launched_before_trace, no_correlation, or NULL when linked (the orphan_cause macro).
+orphan BOOLEAN  gpu_ops.orphan: launched before the trace began (the is_orphan macro).
 """),
     ),
     Table(

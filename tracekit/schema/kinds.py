@@ -66,14 +66,6 @@ LAUNCH_KINDS = ("runtime", "driver")
 ORPHAN_CAUSES = ("launched_before_trace", "no_correlation")
 
 
-def orphan_cause_sql(linked: str, correlation: str) -> str:
-    """SQL giving a GPU op's orphan cause (NULL when ``linked``), from two SQL expressions."""
-    return (
-        f"(CASE WHEN {linked} THEN NULL WHEN coalesce({correlation}, 0) = 0 THEN '{ORPHAN_CAUSES[1]}' "
-        f"ELSE '{ORPHAN_CAUSES[0]}' END)"
-    )
-
-
 def _no_cat_kind_sql(ph: str) -> str:
     return (
         f"(CASE {ph} WHEN 'M' THEN 'metadata' WHEN 'i' THEN 'marker' WHEN 'I' THEN 'marker' "

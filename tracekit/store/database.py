@@ -24,12 +24,12 @@ from tracekit.ingest import events_table, ranks
 from tracekit.ingest.sources import Source, discover
 from tracekit.model import rules
 from tracekit.schema import catalog, stages
-from tracekit.schema.kinds import GPU_OP_KINDS, LAUNCH_KINDS, orphan_cause_sql
+from tracekit.schema.kinds import GPU_OP_KINDS, LAUNCH_KINDS, ORPHAN_CAUSES
 from tracekit.store import pipeline
 
 # Bump whenever a table or column changes meaning: cached databases with
 # another version are rebuilt, user-built ones are refused with advice.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # Inputs up to this many bytes of events build the linked model in the load's transaction
 # (``build``): a fixed cost saved on small traces; larger ones keep its peak memory lower.
@@ -42,7 +42,8 @@ VIEWS = {
     # and its orphan_cause, available before (and without) linking, so the
     # GPU timeline of a database just loaded needs no link step.
     "gpu_op_events": f"""
-        SELECT *, {orphan_cause_sql("linked", "correlation")} AS orphan_cause FROM (
+        SELECT *, orphan_cause(linked, correlation) AS orphan_cause,
+               is_orphan(orphan_cause(linked, correlation)) AS orphan FROM (
             SELECT g.id, g.trace_id, g.kind, g.name, g.pid, g.tid, g.ts_ns, g.dur_ns, g.end_ns, g.correlation,
                    g.correlation IN (SELECT r.correlation FROM events r
                                      WHERE r.ph = 'X' AND r.kind IN {in_list(LAUNCH_KINDS)} AND r.trace_id = g.trace_id)
@@ -114,6 +115,25 @@ VIEWS = {
 
 # Macros over the base tables: there from the load on (pipeline.MACROS: over the linked tables).
 MACROS = (
+    Macro(
+        "orphan_cause",
+        "linked, correlation",
+        "Why a GPU op has no launch in the trace, from whether a runtime call of its correlation is there "
+        f"(`linked`) and its correlation id: NULL when linked; {ORPHAN_CAUSES[1]} when it carries no "
+        f"correlation id (0 or NULL); else {ORPHAN_CAUSES[0]}. The one definition of a GPU op's orphan cause "
+        "(gpu_ops and gpu_op_events).",
+        f"CASE WHEN linked THEN NULL WHEN coalesce(correlation, 0) = 0 THEN {literal(ORPHAN_CAUSES[1])} "
+        f"ELSE {literal(ORPHAN_CAUSES[0])} END",
+    ),
+    Macro(
+        "is_orphan",
+        "cause",
+        f"Whether a GPU op with orphan cause `cause` was launched before the trace began ({ORPHAN_CAUSES[0]}): "
+        "the GPU ops every query leaves out unless asked to include orphans. An op with no correlation id was "
+        "launched inside the trace (its launch simply carries no id) and counts. The one definition of an "
+        "orphan (gpu_ops.orphan and gpu_op_events.orphan).",
+        f"coalesce(cause = {literal(ORPHAN_CAUSES[0])}, false)",
+    ),
     Macro(
         "is_collective_kernel",
         "name",
@@ -456,7 +476,9 @@ def code_files(package: Path = PACKAGE, stages_csv: Path | None = None) -> list[
     """Every file that decides a database's contents besides the inputs: tracekit's code and model SQL
     (every module of every layer), the shipped rule tables, the stage vocabulary (``stages_csv``,
     default the installed one) and the user rule folders of $TRACEKIT_RULES_PATH."""
-    files = sorted(p for p in package.rglob("*") if p.suffix in (".py", ".sql", ".csv") and "__pycache__" not in p.parts)
+    files = sorted(
+        p for p in package.rglob("*") if p.suffix in (".py", ".sql", ".csv") and "__pycache__" not in p.parts
+    )
     files.append(stages_csv or stages.csv_path())
     files += [p for d in rules.search_path()[:-1] for p in sorted(d.glob("*.csv"))]
     return files

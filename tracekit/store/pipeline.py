@@ -129,6 +129,15 @@ MACROS = (
         table=True,
     ),
     Macro(
+        "counts_as_call",
+        "direction",
+        "Whether an attention call of this direction (attention_calls.direction) is one that per-call figures "
+        "divide by: a forward call, or one with no direction (a kernel-defined call). A backward call belongs "
+        "to the forward call autograd ran it for. The one definition of a call for per-call figures "
+        "(call_counts, headline, diff --per-call).",
+        "direction IS DISTINCT FROM 'backward'",
+    ),
+    Macro(
         "step_of",
         "trace, process, at_ns",
         "The profiler step (ProfilerStep#N's N) whose range contains the CPU time at_ns in process `process` of "

@@ -2,13 +2,10 @@
 --
 -- The launch is found by correlation id within the trace. Correlation ids repeat across processes of one
 -- trace; then the launch that began last before the GPU op started is the one that queued it. A GPU op with
--- no launch in the trace is kept: orphan when it was launched before the trace began, and orphan_cause says
--- why (no_correlation when it carries none).
+-- no launch in the trace is kept; the base macros orphan_cause and is_orphan say why and whether it counts.
 --
 -- @param table KEYWORD(TABLE|TEMP TABLE)  TEMP TABLE for a database that cannot be written.
 -- @param gpu_kinds LIST                   The kinds of GPU op (schema.kinds.GPU_OP_KINDS).
--- @param before_trace TEXT                The orphan cause of a GPU op whose launch is not in the trace (schema.kinds.ORPHAN_CAUSES[0]).
--- @param no_correlation TEXT              The orphan cause of a GPU op with no correlation id (schema.kinds.ORPHAN_CAUSES[1]).
 -- @reads slices, runtime_calls
 -- @creates gpu_ops
 -- @scratch _link         Each GPU op with a launch: launch_id and how many launches shared its correlation (candidates).
@@ -29,10 +26,8 @@ SELECT g.id, g.trace_id, g.kind, g.name,
        coalesce(g.stream, TRY_CAST(g.tid AS BIGINT)) AS stream,
        g.pid, g.tid, g.ts_ns, g.dur_ns, g.end_ns, g.correlation, g.external_id,
        l.launch_id, r.api AS launch_api, r.tid AS launch_tid, r.ts_ns AS launch_ts_ns,
-       coalesce((CASE WHEN l.launch_id IS NOT NULL THEN NULL WHEN coalesce(g.correlation, 0) = 0
-             THEN {{no_correlation}} ELSE {{before_trace}} END) = {{before_trace}}, false) AS orphan,
-       (CASE WHEN l.launch_id IS NOT NULL THEN NULL WHEN coalesce(g.correlation, 0) = 0
-             THEN {{no_correlation}} ELSE {{before_trace}} END) AS orphan_cause,
+       is_orphan(orphan_cause(l.launch_id IS NOT NULL, g.correlation)) AS orphan,
+       orphan_cause(l.launch_id IS NOT NULL, g.correlation) AS orphan_cause,
        coalesce(r.graph_launch, false) AS via_graph,
        coalesce(l.candidates, 0)::INTEGER AS launch_candidates,
        r.cpu_op_id, r.cpu_op_name, r.top_op_id, r.top_op_name,
