@@ -8,7 +8,7 @@ import random
 import duckdb
 import pytest
 
-from tracekit.store import database
+from tracekit.model import sqlmodules
 
 
 def _union(intervals: list[tuple[int, int]]) -> tuple[int, int, int]:
@@ -27,7 +27,7 @@ def _union(intervals: list[tuple[int, int]]) -> tuple[int, int, int]:
 
 def _busy(groups: dict[str, list[tuple[int, int]]]) -> dict[str, tuple[int, int, int]]:
     con = duckdb.connect()
-    con.execute(next(m for m in database.MACROS if m.name == "busy_union").create())
+    sqlmodules.run(con, "store/base_macros/busy_union", macro="MACRO")
     con.execute("CREATE TABLE iv (grp VARCHAR, ts_ns BIGINT, end_ns BIGINT)")
     con.executemany("INSERT INTO iv VALUES (?, ?, ?)", [(g, s, e) for g, ivs in groups.items() for s, e in ivs])
     return {g: (b, f, last) for g, b, f, last in con.execute("SELECT * FROM busy_union(iv)").fetchall()}

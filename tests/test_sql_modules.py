@@ -26,7 +26,7 @@ MODULES = sqlmodules.every_module()
 def test_there_are_modules_and_each_is_documented():
     assert len(MODULES) >= 10
     for m in MODULES:
-        assert m.title.endswith("."), f"{m.path}: the first header line says what it is, as a sentence"
+        assert m.summary.endswith("."), f"{m.path}: the header opens with a sentence that says what it is"
         assert m.fragment or m.creates, f"{m.path}: a step declares what it creates (@creates)"
         for p in m.params.values():
             assert p.doc, f"{m.path}:{p.line}: parameter {p.name} has no doc"
@@ -152,3 +152,9 @@ def test_the_range_join_steps_nest_a_small_database(tmp_path, monkeypatch):
     sqlmodules.drop_private(con)
     left = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
     assert left == set()
+
+
+def test_every_base_macro_is_created():
+    from tracekit.store import database
+
+    assert {m.name for m in database.MACROS} == {m.name for m in sqlmodules.folder("store/base_macros")}

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from tracekit.library import queries
+from tracekit.model import sqlmodules
 from tracekit.schema import catalog
 from tracekit.store import database, pipeline
 
@@ -66,7 +67,8 @@ def schema_markdown() -> str:
             out.append("")
     out += ["## Macros", "", "Shared SQL the queries call; available in your own queries too.", ""]
     for macro in (*database.MACROS, *pipeline.MACROS):
-        out += [f"### `{macro.name}({macro.args})`", "", macro.doc, ""]
+        name, args = sqlmodules.signature(macro)
+        out += [f"### `{name}({args})`", "", macro.summary, ""]
     return "\n".join(out)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import duckdb
 
@@ -47,23 +46,6 @@ def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Iterable[Itera
         chunk = values[at : at + INSERT_ROWS]
         row = "(" + ", ".join("?" * len(chunk[0])) + ")"
         con.execute(f"INSERT INTO {table} VALUES {', '.join([row] * len(chunk))}", [v for r in chunk for v in r])
-
-
-@dataclass(frozen=True)
-class Macro:
-    """Shared SQL the queries call (documented in docs/schema.md; usable in your own queries)."""
-
-    name: str
-    args: str
-    doc: str
-    sql: str
-    table: bool = False  # a table macro (FROM name(...)) rather than a scalar one
-
-    def create(self, temp: bool = False) -> str:
-        """The CREATE statement."""
-        kind = "TEMP MACRO" if temp else "MACRO"
-        body = f"TABLE {self.sql}" if self.table else f"({self.sql})"
-        return f"CREATE OR REPLACE {kind} {self.name}({self.args}) AS {body}"
 
 
 def pattern_hits(con: duckdb.DuckDBPyConnection, rules: str, names: str, subject: str) -> str:

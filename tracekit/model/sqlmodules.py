@@ -1,6 +1,7 @@
 """The step runner: the model's SQL lives in ``.sql`` modules; Python orders them and binds their parameters.
 
-A module is a file ``tracekit/<package>/sql/<name>.sql``, named ``<package>/<name>`` (``model/axis``). It
+A module is a file ``tracekit/<package>/sql/<name>.sql``, named ``<package>/<name>`` (``model/axis``; a
+name may hold folders: ``store/base_macros/busy_union``). It
 starts with a header, as the named queries do, then holds one or more statements, each ending with ``;`` at
 the end of a line::
 
@@ -86,6 +87,11 @@ class Module:
     creates: dict[str, str]
     scratch: dict[str, str]
     statements: tuple[str, ...]
+
+    @property
+    def summary(self) -> str:
+        """The header's first paragraph, one line: what the module is, for a reader of the docs."""
+        return " ".join([self.title, *self.doc.split("\n\n", 1)[0].splitlines()]).strip() if self.doc else self.title
 
     def render(self, values: dict[str, object]) -> list[str]:
         """The statements with ``values`` and every slot written in, checked against the declarations."""
@@ -218,6 +224,16 @@ def module(name: str) -> Module:
     return parse(resources.data_dir(f"tracekit.{package}") / "sql" / f"{stem}.sql", name)
 
 
+def folder(name: str) -> list[Module]:
+    """The modules of folder ``<package>/<folder>`` (``store/base_macros``), by name."""
+    package, _, sub = name.partition("/")
+    root = resources.data_dir(f"tracekit.{package}") / "sql"
+    return [
+        module(f"{package}/{p.relative_to(root).with_suffix('').as_posix()}")
+        for p in sorted((root / sub).glob("*.sql"))
+    ]
+
+
 def run(con: duckdb.DuckDBPyConnection, name: str, **params: object) -> None:
     """Run every statement of module ``name`` with ``params``."""
     mod = module(name)
@@ -248,12 +264,30 @@ def text(name: str, **params: object) -> str:
     return query
 
 
+_CREATE_MACRO = re.compile(r"CREATE OR REPLACE \{\{macro\}\} (\w+)\(([^)]*)\)")
+
+
+def signature(mod: Module) -> tuple[str, str]:
+    """The name and arguments of the macro module ``mod`` creates (``busy_union``, ``intervals``)."""
+    m = _CREATE_MACRO.match(mod.statements[0])
+    if m is None:
+        raise ValueError(f"{mod.path}: a macro module starts with CREATE OR REPLACE {{{{macro}}}} name(args)")
+    return m.group(1), m.group(2)
+
+
+def run_with(con: duckdb.DuckDBPyConnection, mod: Module, vocabulary: dict[str, object], **params: object) -> None:
+    """Run ``mod`` with ``params`` and, of ``vocabulary``, the parameters its header declares."""
+    run(con, mod.name, **params, **{k: v for k, v in vocabulary.items() if k in mod.params and k not in params})
+
+
 def every_module() -> list[Module]:
     """Every shipped module, by name."""
     out = []
     for package in PACKAGES:
-        folder = resources.data_dir(f"tracekit.{package}") / "sql"
-        out += [module(f"{package}/{p.stem}") for p in sorted(folder.glob("*.sql"))]
+        root = resources.data_dir(f"tracekit.{package}") / "sql"
+        out += [
+            module(f"{package}/{p.relative_to(root).with_suffix('').as_posix()}") for p in sorted(root.rglob("*.sql"))
+        ]
     return out
 
 
@@ -273,7 +307,10 @@ def drop_private(con: duckdb.DuckDBPyConnection) -> None:
 def _objects(con: duckdb.DuckDBPyConnection) -> set[str]:
     tables = con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
     views = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
-    return {r[0] for r in tables + views}
+    macros = con.execute(
+        "SELECT function_name FROM duckdb_functions() WHERE function_type IN ('macro', 'table_macro') AND NOT internal"
+    ).fetchall()
+    return {r[0] for r in tables + views + macros}
 
 
 def _check(con: duckdb.DuckDBPyConnection, mod: Module, before: set[str]) -> None:

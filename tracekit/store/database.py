@@ -18,11 +18,11 @@ import duckdb
 
 from tracekit import __version__
 from tracekit.common import locks, outputs, sqlsafety
-from tracekit.common.sqltext import Macro, in_list, insert_rows, literal
+from tracekit.common.sqltext import insert_rows, literal
 from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.ingest import events_table, ranks
 from tracekit.ingest.sources import Source, discover
-from tracekit.model import rules
+from tracekit.model import rules, sqlmodules
 from tracekit.schema import catalog, stages
 from tracekit.schema.kinds import GPU_OP_KINDS, LAUNCH_KINDS, ORPHAN_CAUSES
 from tracekit.store import pipeline
@@ -35,176 +35,23 @@ SCHEMA_VERSION = 11
 # (``build``): a fixed cost saved on small traces; larger ones keep its peak memory lower.
 ONE_TRANSACTION_BYTES = 64 << 20
 
-# Views over the base tables: there from the load on.
-VIEWS = {
-    # GPU ops straight from events, with whether the trace holds a runtime
-    # call of the same correlation and, when not, why: the rows of gpu_ops
-    # and its orphan_cause, available before (and without) linking, so the
-    # GPU timeline of a database just loaded needs no link step.
-    "gpu_op_events": f"""
-        SELECT *, orphan_cause(linked, correlation) AS orphan_cause,
-               is_orphan(orphan_cause(linked, correlation)) AS orphan FROM (
-            SELECT g.id, g.trace_id, g.kind, g.name, g.pid, g.tid, g.ts_ns, g.dur_ns, g.end_ns, g.correlation,
-                   g.correlation IN (SELECT r.correlation FROM events r
-                                     WHERE r.ph = 'X' AND r.kind IN {in_list(LAUNCH_KINDS)} AND r.trace_id = g.trace_id)
-                       IS TRUE AS linked
-            FROM events g WHERE g.ph = 'X' AND g.kind IN {in_list(GPU_OP_KINDS)})""",
-    "processes": """
-        SELECT trace_id, pid,
-               max(json_extract_string(args, '$.name')) FILTER (WHERE name = 'process_name') AS name,
-               max(json_extract_string(args, '$.labels')) FILTER (WHERE name = 'process_labels') AS labels,
-               max(TRY_CAST(json_extract(args, '$.sort_index') AS BIGINT)) FILTER (WHERE name = 'process_sort_index')
-                   AS sort_index
-        FROM metadata_events
-        WHERE name IN ('process_name', 'process_labels', 'process_sort_index')
-        GROUP BY trace_id, pid""",
-    "threads": """
-        SELECT trace_id, pid, tid,
-               max(json_extract_string(args, '$.name')) FILTER (WHERE name = 'thread_name') AS name,
-               max(TRY_CAST(json_extract(args, '$.sort_index') AS BIGINT)) FILTER (WHERE name = 'thread_sort_index')
-                   AS sort_index
-        FROM metadata_events
-        WHERE name IN ('thread_name', 'thread_sort_index')
-        GROUP BY trace_id, pid, tid""",
-    # The device side of every collective (the one definition of a communication
-    # kernel: is_collective_kernel), with the process group and the instance that
-    # matches it across ranks. The cluster queries and clock alignment read it.
-    "collective_kernels": """
-        WITH k AS (
-            SELECT id, trace_id, name, pid, tid, ts_ns, dur_ns, end_ns, external_id, args
-            FROM events WHERE ph = 'X' AND kind = 'kernel' AND is_collective_kernel(name)
-        ),
-        -- The CPU op around the launch records the collective's parameters (record_param_comms,
-        -- the kernel's External id); Kineto copies some of them onto the kernel, not always all (Seq).
-        op AS (
-            SELECT trace_id, external_id, arg_min(args, id) AS args
-            FROM events
-            WHERE ph = 'X' AND kind = 'cpu_op' AND name = 'record_param_comms' AND external_id IS NOT NULL
-            GROUP BY trace_id, external_id
-        ),
-        a AS (
-            SELECT k.id, k.trace_id, k.name, k.pid, k.tid, k.ts_ns, k.dur_ns, k.end_ns,
-                   coalesce(json_extract_string(k.args, '$."Collective name"'),
-                            json_extract_string(o.args, '$."Collective name"'), collective_of_kernel(k.name)) AS collective,
-                   coalesce(json_extract_string(k.args, '$."Process Group Name"'),
-                            json_extract_string(o.args, '$."Process Group Name"')) AS pg_name,
-                   coalesce(json_extract_string(k.args, '$."Process Group Description"'),
-                            json_extract_string(o.args, '$."Process Group Description"')) AS pg_desc,
-                   coalesce(json_extract_string(k.args, '$."Process Group Ranks"'),
-                            json_extract_string(o.args, '$."Process Group Ranks"')) AS pg_ranks,
-                   coalesce(TRY_CAST(json_extract(k.args, '$."Group size"') AS INTEGER),
-                            TRY_CAST(json_extract(o.args, '$."Group size"') AS INTEGER)) AS group_size,
-                   coalesce(TRY_CAST(json_extract(k.args, '$.Seq') AS BIGINT),
-                            TRY_CAST(json_extract(o.args, '$.Seq') AS BIGINT)) AS seq
-            FROM k LEFT JOIN op o ON o.trace_id = k.trace_id AND o.external_id = k.external_id
-        ),
-        g AS (
-            SELECT *, concat_ws(' ', coalesce(pg_name, '?'), pg_ranks) AS pg,
-                   regexp_matches(lower(collective), '^_?(send|recv|sendrecv|isend|irecv|p2p)')
-                       OR regexp_matches(name, '^(nccl|rccl)(Dev)?Kernel_(SendRecv|Send|Recv)') AS p2p
-            FROM a
-        ),
-        i AS (
-            SELECT *, coalesce(seq, row_number() OVER (PARTITION BY trace_id, pg, collective ORDER BY ts_ns, id) - 1)
-                          AS instance
-            FROM g
-        )
-        SELECT *, row_number() OVER (PARTITION BY trace_id, pg, collective, instance ORDER BY ts_ns, id) - 1 AS part
-        FROM i""",
+# The base macros and views (store/sql/base_macros, store/sql/base_views): there from the load on, over the
+# base tables (pipeline's macros and views: over the linked tables). Macros first: views call them.
+# In the order they are created: a macro or view binds those it calls when it is created.
+MACRO_ORDER = (
+    "orphan_cause", "is_orphan", "is_collective_kernel", "collective_of_kernel", "busy_union", "gpu_op_category",
+    "kernel_base", "block_threads",
+)  # fmt: skip
+MACROS = tuple(sqlmodules.module(f"store/base_macros/{name}") for name in MACRO_ORDER)
+VIEW_MODULES = tuple(sqlmodules.folder("store/base_views"))
+VIEWS = tuple(name for view in VIEW_MODULES for name in view.creates)
+# The vocabulary the base macros and views are written with: each takes the parameters it declares.
+VOCABULARY: dict[str, object] = {
+    "before_trace": ORPHAN_CAUSES[0],
+    "no_correlation": ORPHAN_CAUSES[1],
+    "launch_kinds": LAUNCH_KINDS,
+    "gpu_kinds": GPU_OP_KINDS,
 }
-
-# Macros over the base tables: there from the load on (pipeline.MACROS: over the linked tables).
-MACROS = (
-    Macro(
-        "orphan_cause",
-        "linked, correlation",
-        "Why a GPU op has no launch in the trace, from whether a runtime call of its correlation is there "
-        f"(`linked`) and its correlation id: NULL when linked; {ORPHAN_CAUSES[1]} when it carries no "
-        f"correlation id (0 or NULL); else {ORPHAN_CAUSES[0]}. The one definition of a GPU op's orphan cause "
-        "(gpu_ops and gpu_op_events).",
-        f"CASE WHEN linked THEN NULL WHEN coalesce(correlation, 0) = 0 THEN {literal(ORPHAN_CAUSES[1])} "
-        f"ELSE {literal(ORPHAN_CAUSES[0])} END",
-    ),
-    Macro(
-        "is_orphan",
-        "cause",
-        f"Whether a GPU op with orphan cause `cause` was launched before the trace began ({ORPHAN_CAUSES[0]}): "
-        "the GPU ops every query leaves out unless asked to include orphans. An op with no correlation id was "
-        "launched inside the trace (its launch simply carries no id) and counts. The one definition of an "
-        "orphan (gpu_ops.orphan and gpu_op_events.orphan).",
-        f"coalesce(cause = {literal(ORPHAN_CAUSES[0])}, false)",
-    ),
-    Macro(
-        "is_collective_kernel",
-        "name",
-        "Whether a GPU kernel is collective communication: its name contains nccl, rccl or hccl (any case: "
-        "ncclKernel_*, ncclDevKernel_* since NCCL 2.19, RCCL's) or cross_device_reduce (vLLM's custom "
-        "all-reduce), as TraceLens's GPU timeline counts communication. The one definition of a communication kernel.",
-        "regexp_matches(name, '(?i)nccl|rccl|hccl|cross_device_reduce')",
-    ),
-    Macro(
-        "collective_of_kernel",
-        "name",
-        "The collective a communication kernel's name says (ncclDevKernel_AllReduce_Sum_f32_RING_LL -> allreduce), "
-        "lower case; the name's first word when it says none.",
-        "lower(coalesce(nullif(regexp_extract(name, '(?i)^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)', 1), ''), "
-        "regexp_extract(name, '^[A-Za-z_]+')))",
-    ),
-    # In (ts, end) order each interval's run_end is the furthest end so far: an island of
-    # overlapping intervals starts where an interval begins after every earlier one has ended,
-    # and ends where the next begins after run_end (touching intervals are one island). The
-    # covered time is the sum of the islands' ends less the sum of their starts. One sort, no
-    # per-island grouping: 0.16-0.19 s against 0.26-0.28 s for island ids by two windows and
-    # two aggregations (x22's 367k GPU-op intervals in 5 groups, identical results).
-    Macro(
-        "busy_union",
-        "intervals",
-        "Union of intervals per group: busy_union(T) where T has columns grp, ts_ns, end_ns gives one row per "
-        "grp with busy_ns (covered time, overlaps counted once), first_ns and last_ns.",
-        """
-        SELECT grp,
-               (sum(run_end) FILTER (WHERE next_ts IS NULL OR next_ts > run_end)
-                - sum(ts_ns) FILTER (WHERE prev_end IS NULL OR ts_ns > prev_end))::BIGINT AS busy_ns,
-               min(ts_ns) AS first_ns, max(run_end) AS last_ns
-        FROM (
-            SELECT grp, ts_ns, run_end,
-                   lag(run_end) OVER (PARTITION BY grp ORDER BY ts_ns, end_ns) AS prev_end,
-                   lead(ts_ns) OVER (PARTITION BY grp ORDER BY ts_ns, end_ns) AS next_ts
-            FROM (
-                SELECT grp, ts_ns, end_ns,
-                       max(end_ns) OVER (PARTITION BY grp ORDER BY ts_ns, end_ns ROWS UNBOUNDED PRECEDING) AS run_end
-                FROM query_table(intervals)
-            )
-        )
-        GROUP BY grp""",
-        table=True,
-    ),
-    Macro(
-        "gpu_op_category",
-        "kind, name",
-        "The GPU-time bucket of a GPU op as TraceLens's GPU timeline defines it: memcpy (a memcpy, or a ROCm "
-        "`__amd_rocclr_copy*` blit kernel), communication (a kernel or memset that is_collective_kernel says is "
-        "communication: nccl, rccl, hccl, any case, or cross_device_reduce), else computation (every other kernel, "
-        "every memset).",
-        """
-        CASE WHEN kind = 'memcpy' OR starts_with(name, '__amd_rocclr_copy') THEN 'memcpy'
-             WHEN is_collective_kernel(name) THEN 'communication'
-             ELSE 'computation' END""",
-    ),
-    Macro(
-        "kernel_base",
-        "name",
-        "A kernel's name without template and parameter lists (what it does, not its argument types): "
-        "kernel-name rules match it. `(anonymous namespace)` is kept as `anonymous_namespace`.",
-        "regexp_replace(replace(name, '(anonymous namespace)', 'anonymous_namespace'), '[<(].*$', '')",
-    ),
-    Macro(
-        "block_threads",
-        "block",
-        "Threads per block of a kernel's block dimensions (gpu_ops.block, [x, y, z]; missing dimensions count 1).",
-        "block[1] * coalesce(block[2], 1) * coalesce(block[3], 1)",
-    ),
-)
 
 
 def build(
@@ -269,9 +116,9 @@ def write_info(con: duckdb.DuckDBPyConnection, sources: list[Source]) -> None:
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
     """The base macros and views (macros first: views call them)."""
     for macro in MACROS:
-        con.execute(macro.create())
-    for name, sql in VIEWS.items():
-        con.execute(f"CREATE VIEW {name} AS {sql}")
+        sqlmodules.run_with(con, macro, VOCABULARY, macro="MACRO")
+    for view in VIEW_MODULES:
+        sqlmodules.run_with(con, view, VOCABULARY)
 
 
 def comment(con: duckdb.DuckDBPyConnection) -> None:

@@ -26,128 +26,14 @@ from pathlib import Path
 import duckdb
 
 from tracekit.attribution import assign
-from tracekit.common.sqltext import Macro
 from tracekit.model import link, rules, sqlmodules
 from tracekit.schema import catalog
 
-# Views over the linked tables, created with them.
-VIEWS = {
-    **assign.VIEWS,
-    "cpu_ops": "SELECT * FROM cpu_slices WHERE kind = 'cpu_op'",
-    # Views read the rule table at query time, so --rules (TEMP tables) reaches them.
-    "kernel_precision_classes": """
-        SELECT d.name, coalesce(r.precision, 'other') AS precision, r.pattern AS rule, r.note AS rule_note,
-               r.rule_order
-        FROM (SELECT DISTINCT name FROM gpu_ops WHERE kind = 'kernel') d
-        LEFT JOIN rule_kernel_precision r ON regexp_matches(d.name, r.pattern)
-        QUALIFY row_number() OVER (PARTITION BY d.name ORDER BY r.rule_order NULLS LAST) = 1""",
-    "annotations": "SELECT * FROM cpu_slices WHERE kind = 'user_annotation'",
-    # The one definition of a profiler step: the ProfilerStep#N range prof.step() records.
-    "profiler_steps": """
-        SELECT id, trace_id, pid, tid, name AS step_name,
-               TRY_CAST(regexp_extract(name, '^ProfilerStep#([0-9]+)$', 1) AS BIGINT) AS step, ts_ns, end_ns, dur_ns
-        FROM cpu_slices WHERE kind = 'user_annotation' AND name LIKE 'ProfilerStep#%'""",
-}
-
-# Macros over the linked tables, created with them.
-MACROS = (
-    Macro(
-        "kernel_totals",
-        "include_orphans",
-        "Kernels per trace and name: kernel_totals(include_orphans) gives trace_id, name, gpu_ops (launches) and "
-        "total_ns (summed duration); orphans count when include_orphans is true.",
-        """
-        SELECT trace_id, name, count(*) AS gpu_ops, sum(dur_ns)::BIGINT AS total_ns
-        FROM gpu_ops
-        WHERE kind = 'kernel' AND (include_orphans OR NOT orphan)
-        GROUP BY trace_id, name""",
-        table=True,
-    ),
-    Macro(
-        "peak_dtype",
-        "dtype",
-        "The rule_device_peaks dtype (fp8, bf16, fp16, fp32, fp64) of an op's input dtype as Input types write it "
-        "(c10::Float8_*, c10::BFloat16, c10::Half, float, double); NULL for any other.",
-        """
-        CASE WHEN dtype LIKE 'c10::Float8%' THEN 'fp8' WHEN dtype = 'c10::BFloat16' THEN 'bf16'
-             WHEN dtype = 'c10::Half' THEN 'fp16' WHEN dtype = 'float' THEN 'fp32' WHEN dtype = 'double' THEN 'fp64'
-        END""",
-    ),
-    Macro(
-        "dtype_bytes",
-        "dtype",
-        "Bytes per element of a dtype as Input types write it (double 8; float, int 4; c10::BFloat16, c10::Half, "
-        "short 2; c10::Float8_*, signed/unsigned char, c10::qint8 1; complex types twice their part); NULL for any other.",
-        """
-        CASE WHEN dtype IN ('double', 'c10::complex<float>') THEN 8
-             WHEN dtype IN ('float', 'int', 'c10::complex<c10::Half>') THEN 4
-             WHEN dtype IN ('c10::BFloat16', 'c10::Half', 'short') THEN 2
-             WHEN dtype LIKE 'c10::Float8%' OR dtype IN ('signed char', 'unsigned char', 'c10::qint8') THEN 1
-        END""",
-    ),
-    Macro(
-        "op_subtree_gpu",
-        "names",
-        "Per CPU op whose name is in the list `names`: op_id, named_below (how many ops of those names lie strictly "
-        "below it) and kernel_ns (summed duration of the GPU ops launched anywhere in its subtree; NULL when it "
-        "launched none). What a call of a library op (a GEMM, a convolution) cost on the GPU, wherever below it the "
-        "kernels were launched.",
-        """
-        WITH RECURSIVE ops AS (
-            SELECT id FROM cpu_slices WHERE kind = 'cpu_op' AND list_contains(names, name)
-        ),
-        below(op_id, id) AS (
-            SELECT id, id FROM ops
-            UNION ALL
-            SELECT b.op_id, c.id FROM below b JOIN cpu_slices c ON c.parent_id = b.id WHERE c.kind = 'cpu_op'
-        )
-        SELECT b.op_id, count(*) FILTER (WHERE b.id <> b.op_id AND b.id IN (SELECT id FROM ops)) AS named_below,
-               sum(g.kernel_ns)::BIGINT AS kernel_ns
-        FROM below b
-        LEFT JOIN (SELECT cpu_op_id, sum(dur_ns) AS kernel_ns FROM gpu_ops GROUP BY cpu_op_id) g ON g.cpu_op_id = b.id
-        GROUP BY b.op_id""",
-        table=True,
-    ),
-    Macro(
-        "roofline_peaks",
-        "wanted",
-        "The roofline peaks per trace and dtype: roofline_peaks(wanted) gives trace_id, dtype (fp8, bf16, ...), "
-        "device, peak_tflops and peak_tbps from the first rule_device_peaks row whose pattern matches the device "
-        "name (or whose device starts with it, e.g. H100); the name is `wanted`, or each trace's first GPU when "
-        "`wanted` is auto.",
-        """
-        SELECT dn.trace_id, r.dtype, arg_min(r.device, r.rule_order) AS device,
-               arg_min(CAST(r.peak_tflops AS DOUBLE), r.rule_order) AS peak_tflops,
-               arg_min(CAST(r.peak_tbps AS DOUBLE), r.rule_order) AS peak_tbps
-        FROM (
-            SELECT t.trace_id, CASE WHEN wanted = 'auto' THEN (SELECT arg_min(d.name, d.device) FROM devices d
-                                                               WHERE d.trace_id = t.trace_id) ELSE wanted END AS name
-            FROM traces t
-        ) dn
-        JOIN rule_device_peaks r ON regexp_matches(dn.name, r.pattern) OR starts_with(lower(r.device), lower(dn.name))
-        GROUP BY dn.trace_id, r.dtype""",
-        table=True,
-    ),
-    Macro(
-        "counts_as_call",
-        "direction",
-        "Whether an attention call of this direction (attention_calls.direction) is one that per-call figures "
-        "divide by: a forward call, or one with no direction (a kernel-defined call). A backward call belongs "
-        "to the forward call autograd ran it for. The one definition of a call for per-call figures "
-        "(call_counts, headline, diff --per-call).",
-        "direction IS DISTINCT FROM 'backward'",
-    ),
-    Macro(
-        "step_of",
-        "trace, process, at_ns",
-        "The profiler step (ProfilerStep#N's N) whose range contains the CPU time at_ns in process `process` of "
-        "trace `trace`, on any thread of the process (a backward-thread launch belongs to the step it ran in); "
-        "NULL outside every step.",
-        """
-        SELECT max(p.step) FROM profiler_steps p
-        WHERE p.trace_id = trace AND p.pid = process AND at_ns >= p.ts_ns AND at_ns < p.end_ns""",
-    ),
-)
+# Views and macros over the linked tables, created with them (store/sql/model_views, store/sql/model_macros),
+# and the attribution's views. Views read the rule tables at query time, so --rules (TEMP tables) reaches them.
+MODEL_VIEWS = tuple(sqlmodules.folder("store/model_views"))
+MACROS = tuple(sqlmodules.folder("store/model_macros"))  # none calls another
+VIEWS = (*assign.VIEWS, *(name for view in MODEL_VIEWS for name in view.creates))
 
 
 @dataclass(frozen=True)
@@ -174,10 +60,12 @@ class Step:
 
 def _views(con: duckdb.DuckDBPyConnection, ctx: Context) -> None:
     kind = "TEMP VIEW" if ctx.temp else "VIEW"
-    for name, sql in VIEWS.items():
+    for name, sql in assign.VIEWS.items():
         con.execute(f"CREATE OR REPLACE {kind} {name} AS {sql}")
+    for view in MODEL_VIEWS:
+        sqlmodules.run(con, view.name, view=kind)
     for macro in MACROS:
-        con.execute(macro.create(temp=ctx.temp))
+        sqlmodules.run(con, macro.name, macro="TEMP MACRO" if ctx.temp else "MACRO")
 
 
 STEPS: tuple[Step, ...] = (
@@ -196,7 +84,7 @@ REATTRIBUTE = ("nest", "rules", "attribution")
 
 # Every table and view the model creates, and its macros (a query naming one needs the model built).
 NAMES: tuple[str, ...] = tuple(name for step in STEPS for name in step.creates)
-MACRO_NAMES: tuple[str, ...] = tuple(m.name for m in MACROS)
+MACRO_NAMES: tuple[str, ...] = tuple(sqlmodules.signature(m)[0] for m in MACROS)
 
 
 def build(
