@@ -31,9 +31,7 @@ that still encloses the call.
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import queue
-import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -58,24 +56,13 @@ TABLES = ("cpu_slices", "runtime_calls", "gpu_ops", "python_functions", "collect
 _CONTAINER_KINDS = tuple(k for k in CPU_NEST_KINDS if k not in LAUNCH_KINDS)
 
 
-# What the sweep imports (0.2-0.4 s), started early by ``preload``.
+# What the sweep imports (a noticeable fraction of a second), started early by ``preload``.
 SWEEP_MODULES = ("polars", "pyarrow.compute")
-# polars' allocator (jemalloc) keeps the pages of freed arrays for reuse and hands them back over
-# 0.5 + 1 s (polars' defaults: dirty_decay_ms 500, muzzy_decay_ms 1000; polars appends this
-# variable's settings to them as it loads, and the later ones win): on x22 ~350 MB of the sweep's
-# freed arrays were still resident when cpu_slices' join started, and that sum was the build's peak
-# RSS (stages 1,020-1,073 MB; with this 898-912). Returned after 100 ms of disuse instead, the
-# sweep's own reuse stays (at once, 0 ms: sweep +0.4 CPU-s of page faults). A user's value wins.
-POLARS_ALLOCATOR = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:100,muzzy_decay_ms:0")
-
-
 # Traces with fewer containers (cpu ops and annotations) than this nest by the range join, and
-# import neither polars nor pyarrow. The sweep is the faster nest from ~5,000 containers once
-# polars is imported (in-process, 5 runs each: 4,677 containers 0.081 s swept, 0.075 s joined;
-# 6,415: 0.091 / 0.118; 14,388: 0.147 / 0.204; 23,980: 0.151 / 0.278), but the import costs a
-# fresh process 0.2-0.4 CPU s and ~100 MB of RSS, more than the join's extra time below this.
-# ``nest`` counts them (``_sweeps``) and starts the import before ``_axis``: on x22 it is done
-# before the sweep asks for it (0.000 s waited, 4 in-process builds).
+# import neither polars nor pyarrow. The sweep is the faster nest from a few thousand containers
+# once polars is imported, but the import costs a fresh process more CPU and memory than the
+# join's extra time below this. ``nest`` counts them (``_sweeps``) and starts the import before
+# ``_axis``, so on large traces it is done before the sweep asks for it (bench/HISTORY.md).
 SWEEP_MIN = 10_000
 
 
@@ -83,8 +70,6 @@ def preload() -> None:
     """Start importing what the sweep needs on a background thread, while the caller's DuckDB
     statements run: ``nest`` calls it when the sweep will run; commands that never sweep import
     neither module. The sweep waits for the import to finish."""
-    if "polars" not in sys.modules:  # its allocator reads the setting once, as it loads
-        os.environ.setdefault(*POLARS_ALLOCATOR)
     background.imports(*SWEEP_MODULES)
 
 
@@ -122,7 +107,7 @@ def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
 
 def _sweeps(con) -> bool:
     """Whether the slices of ``con`` hold ``SWEEP_MIN`` containers or more, for the sweep to
-    try (a count of the base tables: 0.01-0.025 s on x22's 1.5M events)."""
+    try (a count of the base tables: a small fraction of the build)."""
     return (
         con.execute(f"SELECT count(*) FROM slices WHERE kind IN {_in(_CONTAINER_KINDS)}").fetchall()[0][0] >= SWEEP_MIN
     )
@@ -154,10 +139,9 @@ def _axis(con) -> bool:
 
 # The sweep's slices are split into this many groups of about equal rows (between threads, or
 # between top-level slices of one thread), each swept on a thread of its own (polars releases the
-# GIL as it computes). x22 (two threads of ~264k containers),
-# stages on a quiet 2-core machine, 4 alternating pairs: 6.65 -> 6.41 s; the sweep alone 0.70-0.82
-# -> 0.49-0.53 s wall. Statements beside the sweep (the linked tables that do not read it, the rules)
-# then saved nothing measurable (6.44 s either way), so nothing runs beside it any more.
+# GIL as it computes): on two cores the sweep takes about two thirds of its one-thread time.
+# Statements run beside the sweep (the linked tables that do not read it, the rules) saved nothing
+# measurable, so nothing runs beside it (bench/HISTORY.md).
 SWEEP_PARTS = 2
 
 
@@ -287,83 +271,84 @@ def _swept(pl, df, leaves, put: Callable[[str, pa.Table], object]) -> bool:
         j = keys.search_sorted(level * n + at, side="left").cast(pl.Int64) - 1
         return pl.select(pl.when(j >= 0).then(rows.gather(j.clip(0))).otherwise(-1)).to_series()
 
-    nested = depth > 0
-    c, dc = idx.filter(nested), depth.filter(nested)  # the nested slices and their depths
+    is_nested = depth > 0
+    nested, nested_depth = idx.filter(is_nested), depth.filter(is_nested)  # the nested slices and their depths
     # Every (slice, ancestor) pair, one per level above the slice: by slice, outermost first.
-    lv = pl.DataFrame({"c": c, "d": dc}).with_columns(lvl=pl.int_ranges(0, "d")).explode("lvl")
-    al = at_level(lv["lvl"], lv["c"])
-    cl = lv["c"]
-    del lv
-    p = al.gather(dc.cum_sum() - 1)  # the last of each slice's rows: one level up
-    pg = p.clip(0)
+    levels = pl.DataFrame({"c": nested, "d": nested_depth}).with_columns(lvl=pl.int_ranges(0, "d")).explode("lvl")
+    ancestor = at_level(levels["lvl"], levels["c"])
+    descendant = levels["c"]
+    del levels
+    parent_or_none = ancestor.gather(nested_depth.cum_sum() - 1)  # the last of each slice's rows: one level up
+    parent = parent_or_none.clip(0)
     ok = (
-        (p >= 0)
-        & (depth.gather(pg) == dc - 1)
-        & (lane.gather(pg) == lane.filter(nested))
-        & (k1.gather(pg) >= k1.filter(nested))
-        & (k1.gather(pg) > k0.filter(nested))
+        (parent_or_none >= 0)
+        & (depth.gather(parent) == nested_depth - 1)
+        & (lane.gather(parent) == lane.filter(is_nested))
+        & (k1.gather(parent) >= k1.filter(is_nested))
+        & (k1.gather(parent) > k0.filter(is_nested))
     )
     if (depth < 0).any() or not ok.all():
         return False
-    del ok, nested
-    put("_anc", pl.DataFrame({"id": ids.gather(cl), "aid": ids.gather(al)}).to_arrow())
-    up = _stacks(pl, df, c, dc, pg, al, cl)
-    del al, cl
-    child_l, parent_l, child = _sweep_leaves(pl, df, leaves, depth, at_level, c, pg)
+    del ok, is_nested
+    put("_anc", pl.DataFrame({"id": ids.gather(descendant), "aid": ids.gather(ancestor)}).to_arrow())
+    up = _stacks(pl, df, nested, nested_depth, parent, ancestor, descendant)
+    del ancestor, descendant
+    child_l, parent_l, child = _sweep_leaves(pl, df, leaves, depth, at_level, nested, parent)
     for part in _nest_rows(pl, df, depth, leaves, child_l, parent_l, child, up):
         put("_nest", part)
         del part
     return True
 
 
-def _stacks(pl, cont, c, dc, pg, al, cl) -> dict:
+def _stacks(pl, containers, nested, nested_depth, parent, ancestor, descendant) -> dict:
     """Each container's stack as a slice below it inherits it (``_up``), from the nested containers
-    ``c`` (indexes of ``cont``) at depths ``dc`` with parents ``pg`` and their ancestors ``al`` (each
-    slice's ``dc`` rows, outermost first; ``cl`` the slice of each row)."""
+    ``nested`` (indexes of ``containers``) at depths ``nested_depth`` with parents ``parent`` and their
+    ancestors ``ancestor`` (each slice's ``nested_depth`` rows, outermost first; ``descendant`` the slice of
+    each row)."""
     # Each slice's rows are one run, from ``start`` to ``last``.
-    start = dc.cum_sum() - dc
-    last = start + dc - 1
-    row = pl.int_range(al.len(), dtype=pl.Int64, eager=True)
+    start = nested_depth.cum_sum() - nested_depth
+    last = start + nested_depth - 1
+    row = pl.int_range(ancestor.len(), dtype=pl.Int64, eager=True)
 
     def inner_outer(kind: pl.Series) -> tuple[pl.Series, pl.Series]:
         """Per slice: the indexes of its innermost and outermost ancestors where ``kind`` (NULL: none)."""
-        hit = pl.select(pl.when(kind.gather(al)).then(row)).to_series()
+        hit = pl.select(pl.when(kind.gather(ancestor)).then(row)).to_series()
         inner, outer = hit.forward_fill().gather(last), hit.backward_fill().gather(start)
         return at(inner, inner >= start), at(outer, outer <= last)
 
     def at(r: pl.Series, found: pl.Series) -> pl.Series:
-        return pl.select(pl.when(found).then(al.gather(r.fill_null(0)))).to_series()
+        return pl.select(pl.when(found).then(ancestor.gather(r.fill_null(0)))).to_series()
 
-    op, top_op = inner_outer(cont["op"])
-    ann, _ = inner_outer(cont["ann"])
-    return _up(pl, cont, c, pg, al.gather(start), op, top_op, ann, al, cl)
+    op, top_op = inner_outer(containers["op"])
+    ann, _ = inner_outer(containers["ann"])
+    return _up(pl, containers, nested, parent, ancestor.gather(start), op, top_op, ann, ancestor, descendant)
 
 
-def _up(pl, cont, c, pg, root, op, top_op, ann, al, cl) -> dict:
-    """What a slice inherits from its parent container ``i`` (indexes of ``cont``), i.e. the
+def _up(pl, containers, nested, parent, root, op, top_op, ann, ancestor, descendant) -> dict:
+    """What a slice inherits from its parent container ``i`` (indexes of ``containers``), i.e. the
     ancestors-or-self of ``i``: its root (``i`` at top level), innermost and outermost ``cpu_op`` and
     innermost annotation (NULL: none), and its annotations, outermost first (``aos``, cut by
     ``aos_offsets``: one list per container and one more, empty, for a slice with no parent).
-    ``c`` are the nested containers, with parents ``pg``, roots ``root`` and ancestors of each kind
-    ``op``, ``top_op``, ``ann`` (indexes); ``al``/``cl`` the (ancestor, slice) rows."""
-    n = cont.height
+    ``nested`` are the nested containers, with parents ``parent``, roots ``root`` and ancestors of each kind
+    ``op``, ``top_op``, ``ann`` (indexes); ``ancestor``/``descendant`` the (ancestor, slice) rows."""
+    n = containers.height
     idx = pl.int_range(n, dtype=pl.Int64, eager=True)
-    is_op, is_ann = cont["op"], cont["ann"]
+    is_op, is_ann = containers["op"], containers["ann"]
 
     def spread(values: pl.Series, default: pl.Series | None = None) -> pl.Series:
         """``values`` of the nested containers as a column of every container (``default`` elsewhere)."""
         out = pl.repeat(None, n, dtype=pl.Int64, eager=True) if default is None else default.clone()
-        return out.scatter(c, values)
+        return out.scatter(nested, values)
 
     mine = pl.select(pl.when(is_op).then(idx)).to_series()
     # The annotations of each container's ancestors-or-self: its ancestors' (outermost first), then itself.
-    ann_row = is_ann.gather(al)
-    key = pl.concat([cl.filter(ann_row) * 2, idx.filter(is_ann) * 2 + 1])
+    ann_row = is_ann.gather(ancestor)
+    key = pl.concat([descendant.filter(ann_row) * 2, idx.filter(is_ann) * 2 + 1])
     order = key.arg_sort()
-    aos = pl.concat([al.filter(ann_row), idx.filter(is_ann)]).gather(order)
+    aos = pl.concat([ancestor.filter(ann_row), idx.filter(is_ann)]).gather(order)
     owner = key.gather(order) // 2
     return {
-        "parent": spread(pg),
+        "parent": spread(parent),
         "root": spread(root, idx),
         "op": pl.select(pl.when(is_op).then(idx).otherwise(spread(op))).to_series(),
         "top_op": pl.select(pl.coalesce(spread(top_op), mine)).to_series(),
@@ -373,17 +358,17 @@ def _up(pl, cont, c, pg, root, op, top_op, ann, al, cl) -> dict:
     }
 
 
-# ``_nest`` is made and stored in parts of this many rows: the whole table at once (x22: 865k
-# rows, ~110 MB of Arrow arrays, ~120 MB once copied into DuckDB) was held twice at the peak.
+# ``_nest`` is made and stored in parts of this many rows: the whole table at once was held twice
+# at the peak (its Arrow arrays and its copy in DuckDB).
 NEST_ROWS = 1 << 18
 
 
-def _nest_rows(pl, cont, depth, leaves, child_l, parent_l, child, up: dict) -> Iterator[pa.Table]:
+def _nest_rows(pl, containers, depth, leaves, parented_calls, call_parents, child, up: dict) -> Iterator[pa.Table]:
     """``_nest``: every CPU slice's stack and children as ``cpu_slices`` stores them, in ``_cpu``'s order
     (parts of ``NEST_ROWS`` rows).
 
-    ``cont``/``leaves`` are the containers and the calls, ``depth`` the containers' depths;
-    ``child_l``/``parent_l`` each call with a parent and that parent (indexes), ``child`` the
+    ``containers``/``leaves`` are the containers and the calls, ``depth`` the containers' depths;
+    ``parented_calls``/``call_parents`` each call with a parent and that parent (indexes), ``child`` the
     children per container (``p``, ``children``, ``child_ns``), ``up`` what ``_up`` gives.
     A slice inherits its parent's ancestors-or-self: the parent's root, innermost and
     outermost ``cpu_op``, innermost annotation and annotations; no parent: none of them,
@@ -392,20 +377,20 @@ def _nest_rows(pl, cont, depth, leaves, child_l, parent_l, child, up: dict) -> I
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    n, m = cont.height, leaves.height
-    ids = cont["id"]
-    leaf_parent = pl.repeat(None, m, dtype=pl.Int64, eager=True).scatter(child_l, parent_l)
+    n, m = containers.height, leaves.height
+    ids = containers["id"]
+    leaf_parent = pl.repeat(None, m, dtype=pl.Int64, eager=True).scatter(parented_calls, call_parents)
     none = pl.zeros(m, dtype=pl.Int64, eager=True)
     children = pl.zeros(n, dtype=pl.Int64, eager=True).scatter(child["p"], child["children"])
     child_ns = pl.zeros(n, dtype=pl.Int64, eager=True).scatter(child["p"], child["child_ns"])
     children, child_ns = pl.concat([children, none]), pl.concat([child_ns, none])
     # Containers and calls together, in axis order.
-    order = pl.concat([cont["pos"], leaves["pos"]]).arg_sort()
+    order = pl.concat([containers["pos"], leaves["pos"]]).arg_sort()
     own_all = pl.concat([ids, leaves["id"]]).gather(order)
     p_all = pl.concat([up["parent"], leaf_parent]).gather(order)
     del leaf_parent, none
     # Each slice's annotations: its parent's list (list n is the empty one) of container indexes,
-    # then their ids and names (polars gathers the lists ~10x faster than pyarrow's take on x22).
+    # then their ids and names (polars gathers the lists much faster than pyarrow's take).
     lists = pl.from_arrow(pa.ListArray.from_arrays(up["aos_offsets"].to_arrow(), up["aos"].to_arrow()))
     for start in range(0, n + m, NEST_ROWS):
         o, own, p = order.slice(start, NEST_ROWS), own_all.slice(start, NEST_ROWS), p_all.slice(start, NEST_ROWS)
@@ -429,7 +414,7 @@ def _nest_rows(pl, cont, depth, leaves, child_l, parent_l, child, up: dict) -> I
                 "top_op_id": ids.gather(up["top_op"].gather(p)).to_arrow(),
                 "annotation_id": ids.gather(up["ann"].gather(p)).to_arrow(),
                 "annotation_ids": pa.ListArray.from_arrays(offsets, ids.gather(members).to_arrow()),
-                "annotations": pa.ListArray.from_arrays(offsets, cont["name"].gather(members).to_arrow()),
+                "annotations": pa.ListArray.from_arrays(offsets, containers["name"].gather(members).to_arrow()),
                 "children": children.gather(o).cast(pl.Int32).to_arrow(),
                 "child_ns": child_ns.gather(o).to_arrow(),
             }
@@ -446,22 +431,22 @@ def _to_table(con, name: str, rows: pa.Table, append: bool = False) -> None:
     con.unregister(f"{name}_rows")
 
 
-def _sweep_leaves(pl, cont, leaves, depth, at_level, cc, cp) -> tuple:
+def _sweep_leaves(pl, containers, leaves, depth, at_level, nested, parent) -> tuple:
     """The calls' parents and every container's children, from the sweep's arrays: each call with a
-    parent and that parent (indexes of ``leaves`` and ``cont``), and per parent ``p`` its
+    parent and that parent (indexes of ``leaves`` and ``containers``), and per parent ``p`` its
     ``children`` and the time they cover of it (``child_ns``).
 
     A call's parent is the innermost of the last container opened before it
     (on its thread) and that container's ancestors that encloses it
-    (``BLEED_NS``), as ``model/nest_leaves.sql`` defines it. ``cc`` are the nested
-    containers and ``cp`` their parents, as indexes of ``cont``.
+    (``BLEED_NS``), as ``model/nest_leaves.sql`` defines it. ``nested`` are the nested
+    containers and ``parent`` their parents, as indexes of ``containers``.
     """
-    k0, k1 = cont["k0"], cont["k1"]
+    k0, k1 = containers["k0"], containers["k1"]
     lk0, lk1 = leaves["k0"], leaves["k1"]
-    j = cont["pos"].search_sorted(leaves["pos"], side="left").cast(pl.Int64) - 1
+    j = containers["pos"].search_sorted(leaves["pos"], side="left").cast(pl.Int64) - 1
     jg = j.clip(0)
     l_idx = pl.int_range(leaves.height, dtype=pl.Int64, eager=True)
-    same = (j >= 0) & (cont["lane"].gather(jg) == leaves["lane"])
+    same = (j >= 0) & (containers["lane"].gather(jg) == leaves["lane"])
 
     def encloses(a: pl.Series, at: pl.Series) -> pl.Series:
         ak1 = k1.gather(a.clip(0))
@@ -476,34 +461,27 @@ def _sweep_leaves(pl, cont, leaves, depth, at_level, cc, cp) -> tuple:
     up = pl.DataFrame({"l": up["l"], "a": at_level(up["lvl"], up["j"])})
     up = up.filter(encloses(up["a"], up["l"]))
     up = up.filter(pl.col("l") != pl.col("l").shift(-1, fill_value=-1))
-    child_l, parent_l = pl.concat([l_idx.filter(inside_last), up["l"]]), pl.concat([jg.filter(inside_last), up["a"]])
+    parented_calls, call_parents = (
+        pl.concat([l_idx.filter(inside_last), up["l"]]),
+        pl.concat([jg.filter(inside_last), up["a"]]),
+    )
     # Children and the time they cover of their parent (same thread: the axis' differences are ns).
-    pc = pl.concat([cp, parent_l])  # each child's parent
+    pc = pl.concat([parent, call_parents])  # each child's parent
     ns = pl.select(
-        pl.min_horizontal(pl.concat([k1.gather(cc), lk1.gather(child_l)]), k1.gather(pc))
-        - pl.max_horizontal(pl.concat([k0.gather(cc), lk0.gather(child_l)]), k0.gather(pc))
+        pl.min_horizontal(pl.concat([k1.gather(nested), lk1.gather(parented_calls)]), k1.gather(pc))
+        - pl.max_horizontal(pl.concat([k0.gather(nested), lk0.gather(parented_calls)]), k0.gather(pc))
     ).to_series()
     child = (
         pl.DataFrame({"p": pc, "ns": ns})
         .group_by("p")
         .agg(children=pl.len().cast(pl.Int64), child_ns=pl.col("ns").sum())
     )
-    return child_l, parent_l, child
+    return parented_calls, call_parents, child
 
 
 def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
-    """SQL: ``(x, key, pos)`` for every CPU slice ``x`` (at ``pos``) inside a span of ``spans`` on its thread.
-
-    ``spans`` has ``key``, ``lane`` and the span's ends on the axis (``start``, ``end``); a
-    slice is inside when it starts within the span and ends at most ``BLEED_NS`` after it.
-
-    ``_cpu`` is numbered (``pos``) in axis order, lane by lane, by start: the slices that
-    start within a span are one run of numbers, from the first slice starting at or after
-    its start to the last starting by its end (two ASOF joins, then the ends of their ties).
-    The run is joined by its numbers (equality) and the ends checked. An IEJoin of the spans
-    against every slice took 4.5 s for 4,100 SDPA blocks over 1.0M slices (a tiny Llama
-    tiled 41x, 372 MB); the run's numbers are unnested per span, so the work is the pairs.
-    """
+    """SQL: ``(x, key, pos)`` for every CPU slice ``x`` (at ``pos``) inside a span of table ``spans`` on its
+    thread (the fragment ``model/inside``: how, and why not a range join, is in its header)."""
     return sqlmodules.text("model/inside", spans=spans, key=key, start=start, end=end, bleed=BLEED_NS)
 
 

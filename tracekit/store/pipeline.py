@@ -76,8 +76,7 @@ STEPS: tuple[Step, ...] = (
     Step("views", tuple(VIEWS), _views),
 )
 # Steps of many small statements, run in one transaction (see transaction). The steps
-# that write the large tables are not: committed at once, they made the final checkpoint
-# 0.4-1.4 s slower on x22.
+# that write the large tables are not: committed at once, they made the final checkpoint slower.
 SMALL_STEPS = ("rules", "views")
 # What re-attribution over a linked database runs again.
 REATTRIBUTE = ("nest", "rules", "attribution")
@@ -146,8 +145,8 @@ def transaction(
 
     ``commit`` ends it (default: COMMIT; ``database.commit_checkpointed``
     for a build). Autocommitted, each statement commits on its own and
-    flushes the write-ahead log: the model's 324 ``COMMENT ON`` took
-    0.7-1.3 s on a busy disk, 0.07-0.25 s as one transaction.
+    flushes the write-ahead log: the model's few hundred ``COMMENT ON`` take
+    about ten times longer that way on a busy disk than as one transaction.
     """
     # Autocommitted statements each get a new transaction id; a BEGIN inside
     # the caller's transaction (database.link_file) would abort it.
