@@ -244,7 +244,9 @@ def test_a_database_is_written_one_row_group_at_a_time(trace_file, tmp_path, mon
         return record
 
     monkeypatch.setattr(pipeline, "build", lambda con, *a, **k: setting("build")(con) or build(con, *a, **k))
-    monkeypatch.setattr(database.events_table, "ingest", lambda con, *a, **k: setting("parse")(con) or ingest_(con, *a, **k))
+    monkeypatch.setattr(
+        database.events_table, "ingest", lambda con, *a, **k: setting("parse")(con) or ingest_(con, *a, **k)
+    )
     merge = parallel.merge
     monkeypatch.setattr(parallel, "merge", lambda con, *a, **k: setting("merge")(con) or merge(con, *a, **k))
     db = tmp_path / "t.duckdb"

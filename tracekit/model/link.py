@@ -509,12 +509,14 @@ def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
     """
     return sqlmodules.text("model/inside", spans=spans, key=key, start=start, end=end, bleed=BLEED_NS)
 
+
 def _nest_leaves(con) -> None:
     """Runtime/driver calls: parent = innermost enclosing container, and ``_nest`` from the stacks
     (the range join's path: the sweep made ``_nest`` already)."""
     if _exists(con, "_nest"):
         return
     sqlmodules.run(con, "model/nest_leaves", launch_kinds=LAUNCH_KINDS, bleed=BLEED_NS)
+
 
 def _right_side_hashed(con, run: Callable[[], None]) -> None:
     """``run`` the statements with each join hashing the side the SQL puts on its right (DuckDB's build side),
