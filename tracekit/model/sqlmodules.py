@@ -18,7 +18,8 @@ the end of a line::
 Slots, written ``{{...}}``:
 
 - ``{{name}}``: a parameter, written by its declared type: ``INT`` an integer, ``TEXT`` a quoted string,
-  ``LIST`` a parenthesised list of quoted strings, ``IDENT`` a plain identifier, ``KEYWORD(A|B)`` one of
+  ``LIST`` a parenthesised list of quoted strings, ``IDENT`` a name (an identifier, or one qualified by its table and struct: ``x.d.stage``; also ``true``
+  and ``false``, for a fragment's condition), ``KEYWORD(A|B)`` one of
   the words listed. A parameter declared and not used, used and not declared, or missing or extra in a
   call is an error naming the file (and the line, for a declaration). Values are tracekit's own
   vocabulary, identifiers and numbers, never the user's text (DuckDB binds that, see ``sqlsafety``).
@@ -63,6 +64,7 @@ _SCRATCH = re.compile(r"^--\s*@scratch\s+(\w+)\s*(.*)$")
 _READS = re.compile(r"^--\s*@reads\s+(.*)$")
 _SLOT = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 # Tests set this: after each module, check that it left exactly what it declares.
 CHECK = False
@@ -159,8 +161,8 @@ def _write(param: Param, value: object, path: Path) -> str:
             raise ValueError(f"{where} must not be an empty list")
         return sqltext.in_list(items)
     if param.type == "IDENT":
-        if not isinstance(value, str) or not _IDENT.match(value):
-            raise ValueError(f"{where} must be a plain identifier, got {value!r}")
+        if not isinstance(value, str) or not _NAME.match(value):
+            raise ValueError(f"{where} must be a name (an identifier, or a qualified one), got {value!r}")
         return value
     if value not in param.words:
         raise ValueError(f"{where} must be one of {', '.join(param.words)}, got {value!r}")
@@ -198,7 +200,9 @@ def parse(path: Path, name: str) -> Module:
         elif m := _READS.match(line):
             reads += [r.strip() for r in m.group(1).split(",") if r.strip()]
         else:
-            raise ValueError(f"{path}:{number}: unknown header line {line!r} (@param, @reads, @creates, @scratch, @fragment)")
+            raise ValueError(
+                f"{path}:{number}: unknown header line {line!r} (@param, @reads, @creates, @scratch, @fragment)"
+            )
     body = "\n".join(lines[len(header) :])
     used = set()
     for slot in _SLOT.findall(body):
