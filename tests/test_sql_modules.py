@@ -158,3 +158,43 @@ def test_every_base_macro_is_created():
     from tracekit.store import database
 
     assert {m.name for m in database.MACROS} == {m.name for m in sqlmodules.folder("store/base_macros")}
+
+
+def test_a_pattern_hits_slot_writes_each_rule_pattern_as_a_literal(tmp_path):
+    m = _module(
+        tmp_path,
+        "-- Title.\n-- @creates _hits  doc\nCREATE TEMP TABLE _hits AS\n"
+        "WITH n AS (SELECT * FROM (VALUES ('aten::mm'), ('it''s'), ('aten::add')) t(name))\n"
+        "SELECT * FROM ({{pattern_hits rules n name}});\n",
+    )
+    con = duckdb.connect()
+    con.execute("CREATE TABLE rules AS SELECT * FROM (VALUES ('^aten::m'), ('it''s'), (NULL)) t(pattern)")
+    (statement,) = m.render({}, con)
+    # One SELECT per pattern, each regex a literal (compiled once), the quote doubled.
+    assert statement.count("regexp_matches(name, '^aten::m')") == 1 and "'it''s'" in statement
+    con.execute(statement)
+    assert sorted(con.execute("SELECT * FROM _hits").fetchall()) == [("aten::mm", "^aten::m"), ("it's", "it's")]
+    with pytest.raises(ValueError, match="needs the connection"):
+        m.render({})
+    con.execute("DELETE FROM rules")
+    (statement,) = m.render({}, con)
+    con.execute(statement.replace("_hits", "_none"))
+    assert con.execute("SELECT count(*) FROM _none").fetchall() == [(0,)]
+
+
+def test_an_include_may_name_its_fragment_by_a_keyword_parameter(tmp_path):
+    m = _module(
+        tmp_path,
+        "-- Title.\n-- @param bounds KEYWORD(attribution/graph_nearest_kernels|attribution/no_graph_nearest_kernels)  which\n"
+        "-- @creates t  doc\nCREATE TABLE t AS SELECT {{include bounds}};\n",
+    )
+    (windows,) = m.render({"bounds": "attribution/graph_nearest_kernels"})
+    (nulls,) = m.render({"bounds": "attribution/no_graph_nearest_kernels"})
+    assert "OVER up AS graph_closed_before" in windows and "NULL::BIGINT AS graph_closed_before" in nulls
+    with pytest.raises(ValueError, match="must be one of"):
+        m.render({"bounds": "model/inside"})
+    with pytest.raises(ValueError, match="must be a KEYWORD"):
+        _module(
+            tmp_path,
+            "-- Title.\n-- @param f IDENT  which\n-- @creates t  doc\nCREATE TABLE t AS SELECT {{include f}};\n",
+        )

@@ -19,16 +19,24 @@ the end of a line::
 Slots, written ``{{...}}``:
 
 - ``{{name}}``: a parameter, written by its declared type: ``INT`` an integer, ``TEXT`` a quoted string,
-  ``LIST`` a parenthesised list of quoted strings, ``IDENT`` a plain identifier, ``KEYWORD(A|B)`` one of
+  ``LIST`` a parenthesised list of quoted strings, ``IDENT`` a name (an identifier, or one qualified by its table and struct: ``x.d.stage``; also ``true``
+  and ``false``, for a fragment's condition), ``KEYWORD(A|B)`` one of
   the words listed. A parameter declared and not used, used and not declared, or missing or extra in a
   call is an error naming the file (and the line, for a declaration). Values are tracekit's own
   vocabulary, identifiers and numbers, never the user's text (DuckDB binds that, see ``sqlsafety``).
-- ``{{include package/name key=value ...}}``: a fragment module (header line ``-- @fragment``: one query,
-  no statement of its own) written in place, with its parameters given as words, numbers or the
+- ``{{include package/name key=value ...}}``: a fragment module (header line ``-- @fragment``: one query
+  or expression, no statement of its own) written in place, with its parameters given as words, numbers or the
   including module's own parameters (``key={{name}}`` is not needed: ``key=name`` passes one through
-  when ``name`` is a parameter of the including module).
+  when ``name`` is a parameter of the including module). The fragment's name may be a ``KEYWORD`` parameter
+  whose words are fragment names: the caller chooses one (``{{include bounds}}``, ``-- @param bounds
+  KEYWORD(attribution/a|attribution/b)``), where the choice decides which operators the plan holds.
 - ``{{args TABLE}}`` and ``{{columns TABLE}}``: the typed ``args`` fields that ``schema.catalog``
   declares for TABLE, as ``json_transform(args, spec)`` (to be named ``a``) and ``a."key" AS column, ...``.
+- ``{{pattern_hits RULES NAMES SUBJECT}}``: a query of (SUBJECT, pattern) for each distinct SUBJECT of the
+  table or CTE NAMES and each pattern of the rule table RULES it matches, read from the connection when the
+  module runs: one ``SELECT`` per pattern, the pattern written as a literal, so that DuckDB compiles each
+  regex once (a join on ``regexp_matches(subject, r.pattern)`` compiles it once per pair). The words are
+  names as written, not parameters.
 
 ``@creates`` names what a module leaves behind (made, or replaced); ``@scratch`` what it makes and drops
 itself. Names that start with ``_`` are private working tables: the build drops every one that is left when
@@ -57,6 +65,7 @@ _SCRATCH = re.compile(r"^--\s*@scratch\s+(\w+)\s*(.*)$")
 _READS = re.compile(r"^--\s*@reads\s+(.*)$")
 _SLOT = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 # Tests set this: after each module, check that it left exactly what it declares.
 CHECK = False
@@ -91,10 +100,16 @@ class Module:
     @property
     def summary(self) -> str:
         """The header's first paragraph, one line: what the module is, for a reader of the docs."""
-        return " ".join([self.title, *self.doc.split("\n\n", 1)[0].splitlines()]).strip() if self.doc else self.title
+        lines = [self.title]
+        for line in self.doc.splitlines():  # the title's paragraph: up to the first blank line
+            if not line.strip():
+                break
+            lines.append(line.strip())
+        return " ".join(lines)
 
-    def render(self, values: dict[str, object]) -> list[str]:
-        """The statements with ``values`` and every slot written in, checked against the declarations."""
+    def render(self, values: dict[str, object], con: duckdb.DuckDBPyConnection | None = None) -> list[str]:
+        """The statements with ``values`` and every slot written in, checked against the declarations
+        (``con``: where a ``pattern_hits`` slot reads its patterns)."""
         missing = sorted(set(self.params) - set(values))
         extra = sorted(set(values) - set(self.params))
         if missing or extra:
@@ -108,9 +123,11 @@ class Module:
             )
             raise ValueError(f"{self.path}: parameters do not match the header ({said})")
         text = {name: _write(self.params[name], value, self.path) for name, value in values.items()}
-        return [_SLOT.sub(lambda m: self._slot(m.group(1), values, text), s) for s in self.statements]
+        return [_SLOT.sub(lambda m: self._slot(m.group(1), values, text, con), s) for s in self.statements]
 
-    def _slot(self, slot: str, values: dict[str, object], text: dict[str, str]) -> str:
+    def _slot(
+        self, slot: str, values: dict[str, object], text: dict[str, str], con: duckdb.DuckDBPyConnection | None
+    ) -> str:
         words = slot.split()
         if len(words) == 1:
             return text[words[0]]
@@ -119,11 +136,15 @@ class Module:
         if words[0] == "columns" and len(words) == 2:
             return ", ".join(f'a."{key}" AS {column}' for key, column, _ in catalog.args_fields(words[1]))
         if words[0] == "include":
-            inner = module(words[1])
+            inner = module(str(values[words[1]]) if words[1] in self.params else words[1])
             given = dict(w.split("=", 1) for w in words[2:])
             passed = {k: values[v] if v in self.params else _word(v) for k, v in given.items()}
-            (query,) = inner.render(passed)
+            (query,) = inner.render(passed, con)
             return query
+        if words[0] == "pattern_hits" and len(words) == 4:
+            if con is None:
+                raise ValueError(f"{self.path}: a pattern_hits slot needs the connection (sqlmodules.run or fetch)")
+            return pattern_hits(con, *words[1:])
         raise ValueError(f"{self.path}: unknown slot {{{{{slot}}}}}")
 
 
@@ -151,8 +172,8 @@ def _write(param: Param, value: object, path: Path) -> str:
             raise ValueError(f"{where} must not be an empty list")
         return sqltext.in_list(items)
     if param.type == "IDENT":
-        if not isinstance(value, str) or not _IDENT.match(value):
-            raise ValueError(f"{where} must be a plain identifier, got {value!r}")
+        if not isinstance(value, str) or not _NAME.match(value):
+            raise ValueError(f"{where} must be a name (an identifier, or a qualified one), got {value!r}")
         return value
     if value not in param.words:
         raise ValueError(f"{where} must be one of {', '.join(param.words)}, got {value!r}")
@@ -201,6 +222,10 @@ def parse(path: Path, name: str) -> Module:
             used.add(words[0])
         elif words[0] == "include":
             used |= {w.split("=", 1)[1] for w in words[2:] if "=" in w} & set(params)
+            if words[1] in params:
+                if params[words[1]].type != "KEYWORD":
+                    raise ValueError(f"{path}: the fragment {words[1]} is a parameter, and must be a KEYWORD")
+                used.add(words[1])
     for p in params.values():
         if p.name not in used:
             raise ValueError(f"{path}:{p.line}: parameter {p.name} is declared and not used")
@@ -211,7 +236,7 @@ def parse(path: Path, name: str) -> Module:
         raise ValueError(f"{path}: no statement after the header")
     if fragment and (len(statements) != 1 or creates):
         raise ValueError(f"{path}: a fragment holds one query and creates nothing")
-    doc_text = "\n".join(doc[1:]).strip()
+    doc_text = "\n".join(doc[1:]).rstrip()
     return Module(name, path, doc[0], doc_text, fragment, params, tuple(reads), creates, scratch, statements)
 
 
@@ -238,7 +263,7 @@ def run(con: duckdb.DuckDBPyConnection, name: str, **params: object) -> None:
     """Run every statement of module ``name`` with ``params``."""
     mod = module(name)
     before = _objects(con) if CHECK else None
-    for statement in mod.render(params):
+    for statement in mod.render(params, con):
         con.execute(statement)
     if before is not None:
         _check(con, mod, before)
@@ -248,7 +273,7 @@ def fetch(con: duckdb.DuckDBPyConnection, name: str, **params: object) -> list[t
     """Run module ``name`` and return the rows of its last statement (a query)."""
     mod = module(name)
     before = _objects(con) if CHECK else None
-    statements = mod.render(params)
+    statements = mod.render(params, con)
     for statement in statements[:-1]:
         con.execute(statement)
     rows = con.execute(statements[-1]).fetchall()
@@ -278,6 +303,22 @@ def signature(mod: Module) -> tuple[str, str]:
 def run_with(con: duckdb.DuckDBPyConnection, mod: Module, vocabulary: dict[str, object], **params: object) -> None:
     """Run ``mod`` with ``params`` and, of ``vocabulary``, the parameters its header declares."""
     run(con, mod.name, **params, **{k: v for k, v in vocabulary.items() if k in mod.params and k not in params})
+
+
+def pattern_hits(con: duckdb.DuckDBPyConnection, rules: str, names: str, subject: str) -> str:
+    """SQL: (``subject``, pattern) for each distinct ``subject`` of ``names`` and each pattern of ``rules`` it
+    matches (the ``pattern_hits`` slot). Each pattern is written as a literal, so DuckDB compiles it once."""
+    for name in (rules, names, subject):
+        if not _IDENT.match(name):
+            raise ValueError(f"pattern_hits: {name!r} is not a plain identifier")
+    patterns = [p for (p,) in con.execute(f"SELECT DISTINCT pattern FROM {rules} WHERE pattern IS NOT NULL").fetchall()]
+    if not patterns:
+        return f"SELECT NULL::VARCHAR AS {subject}, NULL::VARCHAR AS pattern WHERE false"
+    return " UNION ALL ".join(
+        f"SELECT {subject}, {sqltext.literal(p)} AS pattern FROM (SELECT DISTINCT {subject} FROM {names}) "
+        f"WHERE regexp_matches({subject}, {sqltext.literal(p)})"
+        for p in patterns
+    )
 
 
 def every_module() -> list[Module]:

@@ -1,0 +1,28 @@
+-- Per CPU call, the positions its decided stages are resolved by (attribution/anchors), with a plain-op rotary embedding's span.
+--
+-- A rotary embedding applied by plain ops (attribution/rope_candidate) changes the anchors: the span of
+-- its ops (rope_lo, rope_hi), and core_pos without them (its muls are not the core's scale). A call that
+-- does not rotate keeps its core_pos.
+--
+-- @param core LIST         The core's stages: matmul and assign.CORE_STAGES.
+-- @param products LIST     The core's products (assign.PRODUCTS).
+-- @param rope_ops LIST     The stages a plain-op rotary embedding is made of (assign.ROPE_OPS).
+-- @reads _slice_stages
+-- @creates _call_anchors   Per call: call_id, softmax_pos, first_matmul_pos, core_pos, product_pos, core_end_pos, first_proj_pos, rotate_pos, rope_lo, rope_hi.
+CREATE OR REPLACE TEMP TABLE _call_anchors AS
+SELECT call_id, {{include attribution/anchors stage=d.stage pos=d.pos low_rank=d.low_rank core=core products=products}}
+FROM _slice_stages WHERE call_id IS NOT NULL GROUP BY call_id;
+
+CREATE OR REPLACE TEMP TABLE _call_anchors AS
+-- A call that does not rotate has no row in r, and keeps its core_pos.
+SELECT a.* REPLACE (CASE WHEN r.call_id IS NULL THEN a.core_pos ELSE r.core_pos END AS core_pos),
+       r.rope_lo, r.rope_hi
+FROM _call_anchors a LEFT JOIN (
+    SELECT x.call_id,
+           min(x.d.pos) FILTER (WHERE {{include attribution/rope_candidate stage=x.d.stage pos=x.d.pos anchor=a positional=x.positional nested=x.in_call_op low_rank=x.d.low_rank rope_ops=rope_ops}}) AS rope_lo,
+           max(x.d.pos) FILTER (WHERE {{include attribution/rope_candidate stage=x.d.stage pos=x.d.pos anchor=a positional=x.positional nested=x.in_call_op low_rank=x.d.low_rank rope_ops=rope_ops}}) AS rope_hi,
+           min(x.d.pos) FILTER (WHERE x.d.stage IN {{core}} AND NOT {{include attribution/rope_candidate stage=x.d.stage pos=x.d.pos anchor=a positional=x.positional nested=x.in_call_op low_rank=x.d.low_rank rope_ops=rope_ops}}) AS core_pos
+    FROM (SELECT *, source IN ('op', 'module') AS positional FROM _slice_stages) x
+    JOIN _call_anchors a ON a.call_id = x.call_id
+    WHERE a.rotate_pos IS NOT NULL GROUP BY x.call_id
+) r ON r.call_id = a.call_id;

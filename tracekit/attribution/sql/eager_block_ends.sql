@@ -1,0 +1,62 @@
+-- Where each core's block ends (after the core) and starts (before it, after the previous block's end).
+--
+-- The block ends at the first projection after the core when no X or R comes before it (o_proj), with the
+-- R right after it if there is one (a row-parallel o_proj's all-reduce), else at the last head op (B) after
+-- the core. It starts at the first P or B after the last X or R before the core (Hugging Face Llama:
+-- q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat), but an X between two
+-- projections that read the same width (after the previous block), on tensors as wide as the first one's
+-- output or its per-row statistics, works on what that projection made (OLMo-2's q_norm and k_norm over
+-- [B, S, H * D] rows between q_proj, k_proj and v_proj) and does not count.
+--
+-- @reads _eager_sibling_classes, _eager_block_cores
+-- @creates _eager_ends   Per core (qk_id): start_i, end_i (its block's first and last sibling), prev_end (the previous block's last on the thread).
+CREATE OR REPLACE TEMP TABLE _eager_ends AS
+WITH after AS (
+    SELECT qk_id,
+           min(i) FILTER (WHERE i > pv_i AND cls IN ('X', 'R')) AS first_x,
+           min(i) FILTER (WHERE i > pv_i AND cls = 'P') AS first_p
+    FROM _eager_sibling_classes GROUP BY qk_id
+),
+ends AS (
+    SELECT w.qk_id, w.pv_i,
+           CASE WHEN a.first_p < coalesce(a.first_x, 9e18)
+                -- (with the reduction right after it, if any)
+                THEN a.first_p + count(*) FILTER (WHERE w.i = a.first_p + 1 AND w.cls = 'R')
+                ELSE coalesce(max(w.i) FILTER (WHERE w.i > w.pv_i AND w.cls = 'B'
+                                               AND w.i < coalesce(a.first_x, 9e18)
+                                               AND w.i < coalesce(a.first_p, 9e18)), w.pv_i) END AS end_i
+    FROM _eager_sibling_classes w JOIN after a USING (qk_id) GROUP BY w.qk_id, w.pv_i, a.first_p, a.first_x
+),
+prev AS (  -- where the block before it on the thread ends
+    SELECT f.qk_id, lag(coalesce(e.end_i, f.pv_i)) OVER (PARTITION BY f.lane, f.parent_id ORDER BY f.qk_i)
+               AS prev_end
+    FROM _eager_block_cores f LEFT JOIN ends e USING (qk_id)
+),
+-- Before the core, each op's nearest projections on either side (after the previous block): an X
+-- between two that read the same width, on tensors as wide as the first one's output (or its
+-- per-row statistics), works on what that projection made (OLMo-2's q_norm over [B, S, H * D]
+-- rows, between q_proj and k_proj), not on the layer's hidden state.
+near AS (
+    SELECT w.qk_id, w.i, w.cls, w.last_dims,
+           last_value(CASE WHEN w.cls = 'P' AND w.i > coalesce(p.prev_end, -1) THEN w.gemm END IGNORE NULLS)
+               OVER (PARTITION BY w.qk_id ORDER BY w.i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS p_before,
+           first_value(CASE WHEN w.cls = 'P' THEN w.gemm.i END IGNORE NULLS)
+               OVER (PARTITION BY w.qk_id ORDER BY w.i ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS w_after
+    FROM _eager_sibling_classes w JOIN prev p USING (qk_id)
+    WHERE w.i < w.qk_i AND w.cls IN ('P', 'X', 'R')
+),
+bound AS (
+    SELECT qk_id,
+           max(i) FILTER (WHERE cls = 'R' OR cls = 'X' AND NOT coalesce(p_before.i = w_after
+                                                                        AND list_has_all([p_before.o, 1], last_dims), false))
+               AS last_x
+    FROM near GROUP BY qk_id
+),
+starts AS (
+    SELECT w.qk_id, min(w.i) AS start_i
+    FROM _eager_sibling_classes w JOIN bound b USING (qk_id)
+    WHERE w.i < w.qk_i AND w.cls IN ('P', 'B') AND w.i > coalesce(b.last_x, -1)
+    GROUP BY w.qk_id
+)
+SELECT f.qk_id, coalesce(s.start_i, f.qk_i) AS start_i, coalesce(e.end_i, f.pv_i) AS end_i, p.prev_end
+FROM _eager_block_cores f LEFT JOIN ends e USING (qk_id) LEFT JOIN starts s USING (qk_id) JOIN prev p USING (qk_id);

@@ -1,0 +1,42 @@
+-- The cores eager attention is looked for around: softmax ops outside every call, and call ops with a recorded query.
+--
+-- A softmax counts when it is the outermost (its parent is no softmax) and no call holds it; its name is
+-- matched per distinct op name, not per row. A call op (SDPA, flash_attn, a serving op) counts when it is
+-- the outermost call op, not a backward op (a backward op's siblings are autograd's nodes, not its forward's
+-- block), and its recorded query has 3 or more dims: unlabelled, the call is the op alone until its block
+-- widens it. The last statement counts both (none: nothing more to do).
+--
+-- @param softmax TEXT        A softmax op's name (eager.SOFTMAX).
+-- @reads cpu_slices, _cpu, _marked, _slice_marks
+-- @creates _eager_softmax    The softmaxes: id, parent_id, lane, pos, input_dims.
+-- @creates _eager_call_ops   The call ops: id, name, parent_id, lane, d (the query's head dim), qrank (its dims), qb, qh (batch and heads), sq, skv (of a [B, H, S, D] query).
+CREATE OR REPLACE TEMP TABLE _eager_softmax AS
+SELECT s.id, s.parent_id, c.lane, c.pos, s.input_dims
+FROM cpu_slices s JOIN _cpu c USING (id)
+LEFT JOIN cpu_slices p ON p.id = s.parent_id
+-- The pattern is matched per distinct op name, not per row.
+WHERE s.kind = 'cpu_op'
+  AND s.name IN (SELECT name FROM (SELECT DISTINCT name FROM cpu_slices WHERE kind = 'cpu_op')
+                 WHERE regexp_matches(name, {{softmax}}))
+  AND NOT coalesce(regexp_matches(p.name, {{softmax}}), false)
+  AND s.id NOT IN (SELECT x.x FROM _slice_marks x JOIN _marked m ON m.mkey = x.mkey WHERE m.is_call);
+
+CREATE OR REPLACE TEMP TABLE _eager_call_ops AS
+SELECT id, name, parent_id, lane, TRY_CAST(json_extract_string(dims, '$[0][#-1]') AS BIGINT) AS d, qrank,
+       TRY_CAST(json_extract_string(dims, '$[0][0]') AS BIGINT) AS qb,
+       TRY_CAST(json_extract_string(dims, '$[0][1]') AS BIGINT) AS qh,
+       -- [B, H, S, D]'s S; a [T, H, D] query's dims do not give S.
+       CASE WHEN qrank = 4 THEN TRY_CAST(json_extract_string(dims, '$[0][2]') AS BIGINT) END AS sq,
+       CASE WHEN qrank = 4 THEN TRY_CAST(json_extract_string(dims, '$[1][#-2]') AS BIGINT) END AS skv
+FROM (
+    SELECT m.id, s.name, s.parent_id, c.lane, s.input_dims AS dims,
+           json_array_length(s.input_dims->'$[0]') AS qrank
+    FROM _marked m JOIN cpu_slices s USING (id) JOIN _cpu c USING (id)
+    WHERE m.is_call AND m.kind = 'cpu_op' AND s.input_dims IS NOT NULL
+      -- A backward op's siblings are autograd's nodes, not its forward's block.
+      AND NOT regexp_matches(s.name, '_backward')
+      AND m.id NOT IN (SELECT x.x FROM _slice_marks x JOIN _marked o ON o.mkey = x.mkey
+                       WHERE o.is_call AND o.mkey <> x.x)
+) WHERE qrank >= 3 AND TRY_CAST(json_extract_string(dims, '$[0][#-1]') AS BIGINT) > 0;
+
+SELECT (SELECT count(*) FROM _eager_softmax) + (SELECT count(*) FROM _eager_call_ops);

@@ -1,0 +1,67 @@
+-- The runs of attention kernels and how far each one's block reaches back to its QKV GEMMs and on to its output GEMM.
+--
+-- A run is adjacent attention kernels of one implementation that are calls of their own (a paged kernel and
+-- its split-KV reduction are one call), or the kernels of a CPU call a block may widen (g: it takes in only
+-- graph replays' kernels). Going forward: at most post_reach kernels up to the next free GEMM (out_k), not
+-- past a closed kernel or the next run. Going back: at most pre_reach kernels up to the nearest free GEMM
+-- (qkv_k), not past a closed kernel, the previous run or its output GEMM; then that GEMM and the free GEMMs
+-- right before it, at most qkv_gemms (from qkv_k0). A backward run (backward runs the layer in reverse) is not
+-- widened. The graph bounds are the graph_nearest fragment the caller chose: windows, or NULLs when no CPU
+-- call may use them.
+--
+-- @param pre_reach INT      Non-GEMM kernels allowed between the QKV GEMM and the run (kernel_blocks.PRE_REACH).
+-- @param post_reach INT     Kernels allowed between the run and the output GEMM (kernel_blocks.POST_REACH).
+-- @param qkv_gemms INT      Consecutive GEMMs before the run that are its projections (kernel_blocks.QKV_GEMMS).
+-- @param graph_nearest KEYWORD(attribution/graph_nearest_kernels|attribution/no_graph_nearest_kernels)  The graph bounds: computed, or NULL.
+-- @reads _kb_sequence, _kb_cpu_calls
+-- @creates _kb_runs         Per run: run_id, trace_id, device, stream, k0 and k1 (its first and last kernel), call_id, backward, g, closed_before, gemm_before, closed_after, gemm_after, prev_k1, next_k0, out_k, prev_out, qkv_k, qkv_k0.
+CREATE OR REPLACE TEMP TABLE _kb_runs AS
+-- g: a CPU call's kernels, which take in only kernels of graph replays.
+WITH runs AS (
+    SELECT trace_id, device, stream, min(k) AS k0, max(k) AS k1, arg_min(id, k) AS call_id,
+           bool_or(backward) AS backward, false AS g
+    FROM (SELECT *, k - row_number() OVER (PARTITION BY trace_id, device, stream, impl ORDER BY k) AS grp
+          FROM _kb_sequence WHERE own)
+    GROUP BY trace_id, device, stream, impl, grp
+    UNION ALL
+    SELECT trace_id, device, stream, min(k), max(k), dcall, bool_or(backward), true
+    FROM _kb_sequence WHERE dcall IN (SELECT call_id FROM _kb_cpu_calls)
+    GROUP BY trace_id, device, stream, dcall
+),
+-- Per kernel: the nearest closed kernel and free GEMM on each side (closed: not open).
+w AS (
+    SELECT trace_id, device, stream, k,
+           {{include attribution/nearest_kernels prefix=kernel open=open gemm=free_gemm}},
+           {{include graph_nearest}}
+    FROM _kb_sequence
+    WINDOW up AS (PARTITION BY trace_id, device, stream ORDER BY k ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+           down AS (PARTITION BY trace_id, device, stream ORDER BY k ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)
+),
+bounded AS (
+    SELECT r.*,
+           CASE WHEN r.g THEN a.graph_closed_before ELSE a.kernel_closed_before END AS closed_before,
+           CASE WHEN r.g THEN a.graph_gemm_before ELSE a.kernel_gemm_before END AS gemm_before,
+           CASE WHEN r.g THEN b.graph_closed_after ELSE b.kernel_closed_after END AS closed_after,
+           CASE WHEN r.g THEN b.graph_gemm_after ELSE b.kernel_gemm_after END AS gemm_after,
+           lag(r.k1, 1, 0) OVER s AS prev_k1, lead(r.k0, 1, 9e18::BIGINT) OVER s AS next_k0
+    FROM runs r
+    JOIN w a ON {{include attribution/kernel_stream_at kernel=a span=r at=k0}}
+    JOIN w b ON {{include attribution/kernel_stream_at kernel=b span=r at=k1}}
+    WINDOW s AS (PARTITION BY r.trace_id, r.device, r.stream ORDER BY r.k0)
+),
+post AS (
+    SELECT *, CASE WHEN NOT backward AND gemm_after < coalesce(closed_after, 9e18) AND gemm_after < next_k0
+                        AND gemm_after - k1 - 1 <= {{post_reach}} THEN gemm_after END AS out_k
+    FROM bounded
+),
+pre AS (
+    SELECT *, CASE WHEN NOT backward AND gemm_before > greatest(coalesce(closed_before, 0), prev_k1, prev_out)
+                        AND k0 - gemm_before - 1 <= {{pre_reach}} THEN gemm_before END AS qkv_k
+    FROM (SELECT *, coalesce(lag(out_k) OVER s, 0) AS prev_out FROM post
+          WINDOW s AS (PARTITION BY trace_id, device, stream ORDER BY k0))
+)
+SELECT row_number() OVER () AS run_id, p.*,
+       greatest(coalesce(CASE WHEN p.g THEN w.graph_not_gemm_before ELSE w.kernel_not_gemm_before END, 0),
+                p.prev_k1, p.prev_out, p.qkv_k - {{qkv_gemms}}) + 1 AS qkv_k0
+FROM pre p
+LEFT JOIN w ON {{include attribution/kernel_stream_at kernel=w span=p at=qkv_k}};
