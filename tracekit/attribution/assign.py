@@ -45,19 +45,8 @@ CORE_STAGES = stages.core()
 # Kernel-level time counts these stages' kernels, plus any kernel a rule names an attention kernel.
 KERNEL_LEVEL_STAGES = stages.kernel_level()
 # Stored: the rows a rule or call decided (most slices and GPU ops of a trace are other/none);
-# cpu_stages and gpu_op_stages are views (VIEWS) that add every other row over cpu_slices/gpu_ops.
+# cpu_stages and gpu_op_stages are views (store/sql/model_views) that add every other row over cpu_slices/gpu_ops.
 TABLES = ("cpu_stage_decisions", "gpu_op_stage_decisions", "attention_calls")
-VIEWS = {
-    "cpu_stages": """
-        SELECT s.id, s.trace_id, s.kind, s.name, coalesce(d.stage, 'other') AS stage,
-               coalesce(d.source, 'none') AS source, d.call_id, d.decider_id, d.rule, s.self_ns
-        FROM cpu_slices s LEFT JOIN cpu_stage_decisions d ON d.id = s.id""",
-    "gpu_op_stages": """
-        SELECT g.id, g.trace_id, g.kind, g.name, coalesce(d.stage, 'other') AS stage,
-               coalesce(d.source, 'none') AS source, d.call_id, d.rule,
-               coalesce(d.attention_kernel, false) AS attention_kernel, d.kernel_impl, g.orphan, g.dur_ns
-        FROM gpu_ops g LEFT JOIN gpu_op_stage_decisions d ON d.id = g.id""",
-}
 # The core ends with its last product (PV), softmax or fused kernel: scale/mask/dropout after it are the output block's.
 PRODUCTS = ("matmul", "qk_matmul", "pv_matmul", "softmax", "fused_attention")
 # Ops whose rules' stages only say what they compute: where they sit in their call says which stage
@@ -75,8 +64,8 @@ _POSITIONS = {"core": ("matmul", *CORE_STAGES), "products": PRODUCTS}
 
 
 def build(con: duckdb.DuckDBPyConnection, temp: bool = False) -> None:
-    """Create cpu_stage_decisions, gpu_op_stage_decisions and attention_calls (the views ``VIEWS``
-    over them are the model's).
+    """Create cpu_stage_decisions, gpu_op_stage_decisions and attention_calls (the views over them,
+    cpu_stages and gpu_op_stages, are the model's: store/sql/model_views).
 
     Needs the link step's working tables ``_cpu`` (positions) and ``_anc``
     (container ancestors); ``temp=True`` creates TEMP tables, which shadow a

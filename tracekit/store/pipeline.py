@@ -33,7 +33,7 @@ from tracekit.schema import catalog
 # and the attribution's views. Views read the rule tables at query time, so --rules (TEMP tables) reaches them.
 MODEL_VIEWS = tuple(sqlmodules.folder("store/model_views"))
 MACROS = tuple(sqlmodules.folder("store/model_macros"))  # none calls another
-VIEWS = (*assign.VIEWS, *(name for view in MODEL_VIEWS for name in view.creates))
+VIEWS = tuple(name for view in MODEL_VIEWS for name in view.creates)
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,6 @@ class Step:
 
 def _views(con: duckdb.DuckDBPyConnection, ctx: Context) -> None:
     kind = "TEMP VIEW" if ctx.temp else "VIEW"
-    for name, sql in assign.VIEWS.items():
-        con.execute(f"CREATE OR REPLACE {kind} {name} AS {sql}")
     for view in MODEL_VIEWS:
         sqlmodules.run(con, view.name, view=kind)
     for macro in MACROS:
