@@ -118,3 +118,27 @@ def test_durations_show_one_way(buckets_trace):
     cols, body = humanize.cells(table)
     assert cols[0].header == "gpu_µs" and f"{body[0][0]} µs" == values.format_unit(12_345, "ns") == "12.3 µs"
     assert values.format_unit(12_000_000_000, "ns") == "12.000 s"  # the table shows such a column in s too
+
+
+@pytest.mark.parametrize(
+    "name,dims,shape",
+    [
+        ("aten::linear", [[2, 3, 8], [16, 8], [16]], [1, 6, 16, 8]),
+        ("aten::addmm", [[16], [6, 8], [8, 16]], [1, 6, 16, 8]),
+        ("aten::mm", [[6, 8], [8, 16]], [1, 6, 16, 8]),
+        ("aten::_scaled_mm", [[6, 8], [8, 16], [], []], [1, 6, 16, 8]),
+        ("aten::bmm", [[4, 6, 8], [4, 8, 16]], [4, 6, 16, 8]),
+        ("aten::baddbmm", [[4, 6, 16], [4, 6, 8], [4, 8, 16]], [4, 6, 16, 8]),
+        ("aten::matmul", [[2, 4, 6, 8], [8, 16]], [8, 6, 16, 8]),
+        ("aten::add", [[6, 8], [6, 8]], None),
+    ],
+)
+def test_gemm_shapes_are_decoded_once(buckets_trace, name, dims, shape):
+    """gemm_shape is the one decoding of GEMM shapes (gemm_calls' FLOPs and the attribution's projection
+    widths read it); the shapes here are by construction."""
+    import json
+
+    got = buckets_trace.sql("SELECT gemm_shape($name, $dims::JSON)", {"name": name, "dims": json.dumps(dims)})
+    assert got.fetchall() == [(shape,)]
+    if shape is not None:
+        assert name in buckets_trace.sql("SELECT gemm_op_names()").fetchall()[0][0]

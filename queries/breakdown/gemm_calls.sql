@@ -1,9 +1,9 @@
 -- GEMM calls by shape: FLOPs, bytes, kernel time, TFLOP/s, TB/s and the roofline bound (TraceLens's GEMM sheet).
 --
 -- A GEMM call is a CPU op aten::mm, addmm, bmm, baddbmm, _scaled_mm, linear or
--- matmul with no other such op below it (linear -> addmm counts once, as the
--- addmm); its kernel time is every GPU op launched in its subtree. Shapes come
--- from Input Dims (record_shapes): mm A(M,K) B(K,N); addmm bias, A, B; bmm
+-- matmul (gemm_op_names) with no other such op below it (linear -> addmm counts
+-- once, as the addmm); its kernel time is every GPU op launched in its subtree.
+-- Shapes come from Input Dims (record_shapes; the gemm_shape macro): mm A(M,K) B(K,N); addmm bias, A, B; bmm
 -- A(batch,M,K) B(batch,K,N); baddbmm bias, A, B; _scaled_mm A, B (bias when
 -- three inputs); linear x(...,K) W(N,K) [bias] with M the product of x's
 -- leading dims; matmul as mm, or batched over A's leading dims. flops_per_call =
@@ -39,15 +39,12 @@
 -- @column roofline_pct DOUBLE        Achieved TFLOP/s as a share of the roofline at this intensity (min(peak, intensity * bandwidth)).
 WITH gemm_ops AS (
     SELECT s.id, s.trace_id, s.name, s.input_dims, s.input_types, c.kernel_ns
-    FROM op_subtree_gpu(['aten::mm', 'aten::addmm', 'aten::bmm', 'aten::baddbmm', 'aten::_scaled_mm', 'aten::linear',
-                         'aten::matmul']) c
+    FROM op_subtree_gpu(gemm_op_names()) c
     JOIN cpu_slices s ON s.id = c.op_id
     WHERE c.named_below = 0 AND c.kernel_ns IS NOT NULL
 ),
 dims AS (
-    SELECT l.id, l.trace_id, l.name,
-           CAST(json_extract(l.input_dims, '$[0]') AS BIGINT[]) AS d0,
-           CAST(json_extract(l.input_dims, '$[1]') AS BIGINT[]) AS d1,
+    SELECT l.id, l.trace_id, l.name, l.input_dims,
            CAST(json_extract(l.input_dims, '$[2]') AS BIGINT[]) AS d2,
            json_array_length(l.input_dims) AS inputs,
            json_extract_string(l.input_types, '$[0]') AS t0, json_extract_string(l.input_types, '$[1]') AS t1,
@@ -56,18 +53,7 @@ dims AS (
 ),
 shaped AS (
     SELECT id, trace_id, name, kernel_ns,
-           CASE name
-               WHEN 'aten::mm' THEN [1, d0[1], d1[2], d0[2]]
-               WHEN 'aten::_scaled_mm' THEN [1, d0[1], d1[2], d0[2]]
-               WHEN 'aten::addmm' THEN [1, d1[1], d2[2], d1[2]]
-               WHEN 'aten::bmm' THEN [d0[1], d0[2], d1[3], d0[3]]
-               WHEN 'aten::baddbmm' THEN [d1[1], d1[2], d2[3], d1[3]]
-               WHEN 'aten::linear' THEN [1, list_product(d0[:-1])::BIGINT, d1[1], d0[-1]]
-               WHEN 'aten::matmul' THEN
-                   CASE WHEN len(d0) = 2 AND len(d1) = 2 THEN [1, d0[1], d1[2], d0[2]]
-                        WHEN len(d0) >= 3 AND len(d1) >= 2 THEN [list_product(d0[:-2])::BIGINT, d0[-2], d1[-1], d0[-1]]
-                   END
-           END AS bmnk,
+           gemm_shape(name, input_dims) AS bmnk,
            CASE name WHEN 'aten::addmm' THEN true WHEN 'aten::baddbmm' THEN true
                      WHEN 'aten::_scaled_mm' THEN inputs = 3
                      WHEN 'aten::linear' THEN coalesce(len(d2), 0) > 0 ELSE false END AS bias,

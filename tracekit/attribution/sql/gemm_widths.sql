@@ -2,18 +2,16 @@
 --
 -- linear, addmm, mm and _scaled_mm; x @ W.T (attribution/weight_product); and a GEMM whose output tensor is
 -- its first argument (vLLM's cutlass_scaled_mm(out, a, b, ...)), whose out features are that tensor's last dim.
+-- The widths are gemm_shape's k and n (the one decoding of GEMM shapes).
 --
 -- @fragment
 -- @param op IDENT        The cpu_slices row (name, input_dims).
-CASE WHEN {{op}}.name = 'aten::linear'
-          THEN struct_pack(i := TRY_CAST({{op}}.input_dims->>'$[0][#-1]' AS BIGINT),
-                           o := TRY_CAST({{op}}.input_dims->>'$[1][0]' AS BIGINT))
-     WHEN {{op}}.name = 'aten::addmm'
-          THEN struct_pack(i := TRY_CAST({{op}}.input_dims->>'$[1][#-1]' AS BIGINT),
-                           o := TRY_CAST({{op}}.input_dims->>'$[2][1]' AS BIGINT))
-     WHEN {{op}}.name IN ('aten::mm', 'aten::_scaled_mm') OR {{include attribution/weight_product op=op}}
-          THEN struct_pack(i := TRY_CAST({{op}}.input_dims->>'$[0][#-1]' AS BIGINT),
-                           o := TRY_CAST({{op}}.input_dims->>'$[1][1]' AS BIGINT))
+CASE WHEN {{op}}.name IN ('aten::linear', 'aten::addmm', 'aten::mm', 'aten::_scaled_mm')
+          THEN struct_pack(i := gemm_shape({{op}}.name, {{op}}.input_dims)[4],
+                           o := gemm_shape({{op}}.name, {{op}}.input_dims)[3])
+     WHEN {{include attribution/weight_product op=op}}
+          THEN struct_pack(i := gemm_shape('aten::matmul', {{op}}.input_dims)[4],
+                           o := gemm_shape('aten::matmul', {{op}}.input_dims)[3])
      WHEN regexp_matches({{op}}.name, '(?i)(^|::)cutlass_scaled_mm$')
           THEN struct_pack(i := TRY_CAST({{op}}.input_dims->>'$[1][#-1]' AS BIGINT),
                            o := TRY_CAST({{op}}.input_dims->>'$[0][#-1]' AS BIGINT))
