@@ -14,6 +14,7 @@ import shutil
 import sys
 import traceback
 from pathlib import Path
+from typing import NoReturn
 
 import click
 import duckdb
@@ -91,6 +92,14 @@ def table_style(wide: bool, rows: int) -> dict:
     return {"wide": wide, "rows": rows, "width": width or humanize.DEFAULT_WIDTH}
 
 
+def files_flag() -> bool | None:
+    """``--allow-files`` as the library's ``allow_files``: True when given, else None (the library then
+    reads $TRACEKIT_ALLOW_FILES). Passed to every trace a command opens, never set in the environment:
+    ``main`` runs in its caller's interpreter."""
+    ctx = click.get_current_context(silent=True)
+    return True if ctx is not None and ctx.find_root().params.get("allow_files") else None
+
+
 def open_source(source: str, cache: bool = True, quiet: bool = False, link: bool = False) -> api.Trace:
     """A Trace for SOURCE: a .duckdb from ``tracekit load`` or raw trace file(s).
 
@@ -106,7 +115,15 @@ def open_source(source: str, cache: bool = True, quiet: bool = False, link: bool
         link = link and not api.is_database(source)
         if link:
             humanize.preload()  # the tables' drawing code (rich), imported while a build runs
-        trace = api.load([source], cache=cache, progress=progress, warn=console.warn, link=link, waiting=waiting)
+        trace = api.load(
+            [source],
+            cache=cache,
+            progress=progress,
+            warn=console.warn,
+            link=link,
+            waiting=waiting,
+            allow_files=files_flag(),
+        )
     finally:
         progress.close()
         waiting.close()
@@ -134,7 +151,7 @@ def _from_stdin(link: bool) -> api.Trace:
     with tempfile.TemporaryDirectory(prefix="tracekit-stdin-") as tmp:
         path = Path(tmp) / name
         path.write_bytes(data)
-        return api.load([path], cache=False, warn=console.warn, link=link)
+        return api.load([path], cache=False, warn=console.warn, link=link, allow_files=files_flag())
 
 
 def _params(pairs) -> dict[str, str]:
@@ -189,9 +206,8 @@ def cli(debug, allow_files):
       tracekit load traces/ -o run.duckdb
       tracekit query gpu_timeline run.duckdb
     """
-    # --debug is read by main(), which turns errors into one line unless it is given.
-    if allow_files:
-        os.environ["TRACEKIT_ALLOW_FILES"] = "1"
+    # --debug is read by main(), which turns errors into one line unless it is given; --allow-files by
+    # files_flag(), for every trace a command opens.
 
 
 @cli.command(context_settings=CONTEXT)
@@ -279,7 +295,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
     if parquet:
         _load_dataset(paths, output, force, quiet, jobs, dask, progress, memory_limit)
         return
-    with _loading(progress, quiet, lambda: api.open(output), output, link_now):
+    with _loading(progress, quiet, lambda: api.open(output, allow_files=files_flag()), output, link_now):
         if dask:
             from tracekit.store import dataset
 
@@ -292,7 +308,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
                 linked=link_now,
                 runner=dataset.dask_runner(dask),
             )
-            trace = api.open(path)
+            trace = api.open(path, allow_files=files_flag())
         else:
             trace = api.load(
                 list(paths),
@@ -302,6 +318,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
                 memory_limit=memory_limit,
                 link=link_now,
                 jobs=jobs or parallel.default_jobs(),
+                allow_files=files_flag(),
             )
     if not quiet:
         _load_summary(trace, output, link_now)
@@ -316,12 +333,12 @@ def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, pro
         if not (dataset.is_dataset(output) or (output.is_dir() and not any(output.iterdir()))):
             raise TracekitError(f"{output}: not a tracekit dataset; --force replaces only a dataset")
         shutil.rmtree(output)
-    with _loading(progress, quiet, lambda: api.open_dataset(output), output, False):
+    with _loading(progress, quiet, lambda: api.open_dataset(output, allow_files=files_flag()), output, False):
         dataset.build(
             list(paths), output, jobs=jobs, dask=dask, warn=console.warn, progress=progress, memory_limit=memory_limit
         )
     if not quiet:
-        _load_summary(api.open_dataset(output), output, False)
+        _load_summary(api.open_dataset(output, allow_files=files_flag()), output, False)
 
 
 @contextlib.contextmanager
@@ -773,30 +790,49 @@ def export_perfetto(source, output, label, quiet, rule_dirs, no_cache):
         )
 
 
-def run() -> None:
-    """The ``tracekit`` command (console script, ``python -m tracekit``): ``main``, then exit
-    without the interpreter's teardown.
+# The console script's process. ``main`` is what a Python caller or a test runs (CliRunner,
+# ``main([...])``): it returns the exit code and leaves the interpreter and its environment as they
+# were. Only ``run``, the ``tracekit`` process itself, sets up that process and ends it.
 
-    Tearing down the modules a first answer imported (polars, pyarrow, duckdb, rich) takes
-    0.1-0.3 s after the answer is printed (measured: ``import`` them and exit, 0.33 s vs
-    0.03 s with ``os._exit``, on a loaded 2-core machine). The steps of a normal exit that
-    matter are done here first: no other thread still running (else the normal exit, which
-    waits for it), the ``atexit`` callbacks, stdout and stderr flushed (if that fails, the
-    normal exit reports it). Every file and database connection is closed by then.
+# polars' allocator (jemalloc) keeps the pages of freed arrays for reuse and hands them back only
+# after about 1.5 s of disuse (polars' defaults); a large trace's nesting sweep frees its arrays just
+# before the link's largest join, and those pages, still resident, then set the process's peak RSS.
+# Returned after 100 ms of disuse they leave before the join, and the sweep's own reuse stays (0 ms
+# pays for it in page faults). jemalloc reads the setting once, as polars loads: so the process sets
+# it at its start, before anything imports polars, and a value the user set wins. Measured in
+# bench/HISTORY.md ("The first answer's peak memory").
+POLARS_ALLOCATOR = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:100,muzzy_decay_ms:0")
+
+
+def run() -> NoReturn:
+    """The ``tracekit`` command (console script, ``python -m tracekit``): set up the process,
+    run ``main``, then end the process without the interpreter's teardown."""
+    os.environ.setdefault(*POLARS_ALLOCATOR)
+    exit_process(main())
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the ``tracekit`` process with ``code`` without tearing the interpreter down.
+
+    Tearing down the modules a command imported (duckdb, pyarrow, rich, polars) takes longer than
+    a short command's answer can afford, after the answer is printed (bench/HISTORY.md, "The
+    command's own fixed cost"). The steps of a normal exit that matter are done here first: no
+    other thread still running (else the normal exit, which waits for it), the ``atexit``
+    callbacks, stdout and stderr flushed (if that fails, the normal exit reports it). Every file
+    and database connection is closed by then. Never called by ``main``.
     """
     import atexit
     import threading
 
-    rc = main()
     if any(t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
-        sys.exit(rc)
+        sys.exit(code)
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):
-        sys.exit(rc)
-    os._exit(rc)
+        sys.exit(code)
+    os._exit(code)
 
 
 def main(argv=None) -> int:
