@@ -295,8 +295,8 @@ class Trace:
 
     def orphans(self) -> tuple[int, int]:
         """``(GPU ops, summed ns)`` launched before the trace began: what queries leave out by default."""
-        # Linked, gpu_ops says it per row; the base view finds it with a subquery over every event
-        # (0.2 s on a 1.5M-event trace, paid by every command that prints the note).
+        # Linked, gpu_ops says it per row; the base view finds it with a subquery over every event,
+        # which every command that prints the note would pay.
         source = "gpu_ops WHERE orphan" if self.linked else "gpu_op_events WHERE orphan_cause = 'launched_before_trace'"
         n, ns = self.rows(f"SELECT count(*), coalesce(sum(dur_ns), 0) FROM {source}")[0]
         return int(n), int(ns)

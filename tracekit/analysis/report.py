@@ -223,7 +223,7 @@ def _timeline_calls(rows: list[dict], limit: int = TIMELINE_CALLS) -> list[dict]
 
 
 # Queries the report runs more than once (itself, in its headline, through findings): computed once
-# per trace (Trace.memoized). x22: the report's queries 1.6 -> 1.1 s.
+# per trace (Trace.memoized), not once per use.
 SHARED = ("gpu_breakdown", "gpu_timeline", "attention_calls", "kernel_precision", "launch_api", "occupancy")
 QUERIES = (
     "headline",

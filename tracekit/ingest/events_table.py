@@ -71,8 +71,8 @@ class _Staged:
 
 
 # Columns stored with a compression of their own rather than the one DuckDB picks. events.args
-# (large JSON texts): zstd writes it in a third of the CPU time of DuckDB's default string
-# compression (x22: 0.27 against 0.84 s) into half the bytes (13 against 28 MB).
+# (large JSON texts): zstd writes it in far less CPU time than DuckDB's default string
+# compression, into fewer bytes (bench/HISTORY.md, "Figures behind code comments").
 COMPRESSION = {("events", "args"): "zstd"}
 
 
@@ -204,7 +204,7 @@ def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> No
     # The insert kept file order (parallel, order-preserving), so the row
     # number is the ordinal, and plus the batch's base the id: numbering the
     # rows during the scan would serialize it. Both are filled on the copy
-    # below rather than by an UPDATE of the batch (0.2 s per 1.5M events).
+    # below rather than by an UPDATE of the batch, which rewrote every row.
     first_rows = dict(con.execute("SELECT trace_id, min(rowid) FROM _events_batch GROUP BY trace_id").fetchall())
     try:
         # A failed load leaves no output: the caller discards the database.
@@ -212,8 +212,7 @@ def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> No
         if first_rows:
             # Rows carry their ids now, so the copy into the stored table need not
             # keep their order: unordered, DuckDB compresses and writes row groups
-            # in parallel during the insert instead of at the final checkpoint
-            # (measured: 1.3 s instead of 2.2 s for 1.5M events).
+            # in parallel during the insert instead of at the final checkpoint.
             con.execute("SET preserve_insertion_order = false")
             try:
                 con.execute(f"INSERT INTO events BY NAME {_copy_select('_events_batch', id_base, first_rows)}")

@@ -2,7 +2,8 @@
 
 A Kineto trace is one JSON object whose ``traceEvents`` array holds almost all
 of the bytes. Parsing the whole object in Python (or as one DuckDB JSON value)
-is the slow path the design notes measured (20+ s, GBs of RAM for 500 MB).
+is the slow path: it holds every event as an object at once, many times the
+file's size in memory, and takes far longer than the parse of its parts below.
 Instead we stream the file once: the small keys before the array are parsed
 with ``json``, the array's bytes are copied into part files of about
 ``PART_BYTES`` each (split between two events, so DuckDB can read the parts
@@ -362,7 +363,7 @@ def _stage_plain(
     """``stage`` for an uncompressed file: the end of the array from the file's tail, the split
     points from a block read at each ``PART_BYTES`` boundary, and each part's bytes copied file
     to file by the kernel (``os.copy_file_range``) rather than read into Python and written back
-    (304 MB: 0.6 s wall and 0.12 s CPU instead of 2.4 s and 0.42 s, loaded machine), two parts at
+    (a fraction of the time and CPU), two parts at
     a time, each then read back for ``count_colons``. The parts are those ``_PartWriter`` would
     write. None when the array's end is not in the tail: the streaming path then reports the
     problem (or reads an unterminated Chrome array).
@@ -604,7 +605,7 @@ def select_sql(parts: list[Path]) -> str:
         SELECT {_part(parts)}
                json_transform(json, {json_literal(EVENT_SPEC)}) AS e,
                -- Objects start with an opening brace (the reader trims them): a check on the
-               -- text, not another parse (json_type cost 0.35 s per 1.5M events).
+               -- text, not another parse (json_type parses every event again).
                CASE WHEN NOT starts_with(json, '{{')
                          OR list_bool_or(list_transform(json_keys(json), lambda k: k NOT IN ({known})))
                     THEN json END AS extra
@@ -653,7 +654,7 @@ def columns(keys: dict[str, str]) -> str:
 
 # The keys whose values' ':' characters the typed read counts (names such as aten::mm hold them, args
 # holds one per key). A ':' in another key's value goes uncounted: the sums differ and the trace is
-# read exactly, which costs time, not exactness; counting them all cost 0.3 s more per 1.5M events.
+# read exactly, which costs time, not exactness; counting every key's colons costs every trace time.
 _COLON_KEYS = ("name", "args")
 
 
@@ -691,8 +692,8 @@ def _files(parts: list[Path]) -> str:
 
 # Microseconds as DECIMAL(15,3) (|ts| < 10^12 us, 11.6 days) are exact int64 nanoseconds by int64
 # arithmetic; the DECIMAL(24,3) that ts and dur are read as is a 128-bit integer, and multiplying and
-# casting it cost 1.0 s of CPU per 1.5M events (x22) against 0.05 s. ``_ns`` takes the short path
-# for values within 10^12 us of a few centers and the 128-bit one for any other value.
+# casting that costs many times the CPU. ``_ns`` takes the short path for values within
+# 10^12 us of a few centers and the 128-bit one for any other value.
 _WINDOW_US = 10**12
 # Centers are multiples of this, at most 9 * 10^15 us: center*1000 plus a window's ns fits an int64.
 _CENTER_STEP_US = 10**11

@@ -32,7 +32,7 @@ MIN_TEXT = 16  # a text column is never cut below this many characters (stage na
 
 
 def preload() -> None:
-    """Start importing rich (what ``table_text`` draws with: 0.03 s) on a background thread.
+    """Start importing rich (what ``table_text`` draws with) on a background thread.
 
     For the CLI about to build a linked cache entry: the build's DuckDB statements release
     the GIL, so the import is done on the other core by the time the first table prints

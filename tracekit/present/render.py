@@ -52,7 +52,8 @@ def _escaped(table: pa.Table) -> pa.Table:
         if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) and pc.any(
             pc.match_substring_regex(col, _CONTROL_RE)
         ).as_py():
-            # Only a column that holds one is rebuilt: pa.array of a Python list imports pandas (0.3 s).
+            # Only a column that holds one is rebuilt: pa.array of a Python list imports pandas, which
+            # would cost every table its import.
             col = pa.array([v if v is None else v.translate(_CONTROL) for v in col.to_pylist()], col.type)
         cols.append(col)
     return pa.Table.from_arrays(cols, schema=table.schema)

@@ -133,9 +133,9 @@ MACROS = (
     # In (ts, end) order each interval's run_end is the furthest end so far: an island of
     # overlapping intervals starts where an interval begins after every earlier one has ended,
     # and ends where the next begins after run_end (touching intervals are one island). The
-    # covered time is the sum of the islands' ends less the sum of their starts. One sort, no
-    # per-island grouping: 0.16-0.19 s against 0.26-0.28 s for island ids by two windows and
-    # two aggregations (x22's 367k GPU-op intervals in 5 groups, identical results).
+    # covered time is the sum of the islands' ends less the sum of their starts. One sort and no
+    # per-island grouping: cheaper than numbering the islands by two windows and two aggregations,
+    # with identical results (bench/HISTORY.md, "Figures behind code comments").
     Macro(
         "busy_union",
         "intervals",
@@ -201,10 +201,10 @@ def build(
     # The parse runs outside a transaction: a failed parse is retried (ingest), and a failed
     # statement would abort a transaction. The statements after it (views, COMMENT ON, the
     # rule rows, and for a small input the linked model: ~160) commit once: each one committed
-    # alone costs a write of the catalog (COMMENT ON of the base tables: 0.67 s in autocommit,
-    # 0.09 s in one transaction). A large input's model commits statement by statement: the
-    # link's working tables are dropped as it goes, and in one transaction their memory stays
-    # held until the end (v100 x22: peak RSS 910-935 MB per statement, 1,008-1,020 MB in one).
+    # alone costs a write of the catalog, which made the COMMENT ONs several times slower. A large
+    # input's model commits statement by statement: the link's working tables are dropped as it
+    # goes, and in one transaction their memory stays held until the end, which raised the
+    # build's peak RSS (bench/HISTORY.md, "Figures behind code comments").
     events_table.ingest(con, sources, progress=progress, warn=warn)
     small = con.execute("SELECT coalesce(sum(events_bytes), 0) FROM traces").fetchall()[0][0] <= ONE_TRANSACTION_BYTES
     with pipeline.transaction(con, commit=commit_checkpointed):
@@ -222,9 +222,8 @@ def commit_checkpointed(con: duckdb.DuckDBPyConnection) -> None:
 
     A plain COMMIT writes the transaction to the write-ahead log, which the
     build's final CHECKPOINT then copies into the file again; a commit larger
-    than ``checkpoint_threshold`` checkpoints instead of logging. Measured on the
-    linked build, COMMIT + CHECKPOINT + close: v100 x1 0.54-0.69 -> 0.38-0.45 s
-    (CPU 0.30-0.33 -> 0.22-0.25 s), x22 0.58 -> 0.44 s.
+    than ``checkpoint_threshold`` checkpoints instead of logging, so the rows are
+    written once (bench/HISTORY.md, "Figures behind code comments").
     """
     threshold = con.execute("SELECT current_setting('checkpoint_threshold')").fetchall()[0][0]
     con.execute("SET checkpoint_threshold = '1B'")
@@ -380,17 +379,15 @@ def connect_writer(
     freshly loaded data more than once. Rows written in bulk (events, the
     linked tables) go to the file one row group at a time: DuckDB's default
     (5 per thread) held nearly all of a table's new rows in memory until its
-    statement ended, ~140 MB for x22's cpu_slices beside that join's hash table.
-    Peak RSS of stages x22 832-854 -> 809-827 MB, x27 ~1,010 -> ~900 (its copy into
-    events 811-853 -> 712); writing x22's events: 2.52 -> 2.38 CPU-s (medians of 4, loaded).
+    statement ended, beside that statement's join; flushed sooner, they lower the
+    build's peak RSS and cost no time.
 
     No vacuum at the checkpoint, unless the connection ``merge``s many databases into one: a
     table written by a parallel statement ends with a part-filled row group per thread, which
-    the checkpoint's vacuum merged by compressing their rows again on one core (x22: the final
-    checkpoint 0.20 s, rewriting ~200k rows of runtime_calls; without it 0.014 s; stages
-    6.35 -> 6.06-6.13 s, two runs of 5 alternating pairs, quiet). The few part-filled groups
-    cost a build nothing. A merge of many files' parts keeps the vacuum: there they can number
-    hundreds.
+    the checkpoint's vacuum merged by compressing their rows again on one core, most of the
+    final checkpoint's time. The few part-filled groups cost a build nothing. A merge of many
+    files' parts keeps the vacuum: there they can number hundreds. (The measurements of both:
+    bench/HISTORY.md, "Figures behind code comments".)
     """
     config: dict[str, str | bool | int | float | list[str]] = {
         "checkpoint_threshold": "1TB",

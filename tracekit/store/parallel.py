@@ -285,7 +285,7 @@ def build_file(
     ``jobs`` worker processes (default: the cores); ``runner`` runs the tasks
     elsewhere (``dataset``'s Dask runner). With ``linked`` each worker links
     its file; in one process (``jobs`` 1) the merged database is linked once
-    instead, which costs less than linking the files one by one (bench/README.md).
+    instead, which costs less than linking the files one by one (bench/README.md, "Cluster load").
     Raises ``PartialLoadError`` after
     writing ``out`` when some files failed, ``TraceFormatError`` (nothing
     written) when none loaded.
