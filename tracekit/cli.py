@@ -159,8 +159,8 @@ def _params(pairs) -> dict[str, str]:
     for pair in pairs:
         if "=" not in pair:
             raise ParameterError(f"parameter {pair!r} is not of the form NAME=VALUE")
-        k, v = pair.split("=", 1)
-        out[k.strip()] = v
+        key, value = pair.split("=", 1)
+        out[key.strip()] = value
     return out
 
 
@@ -399,12 +399,12 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache, emit):
       tracekit query gpu_timeline run.duckdb -p include_orphans=true
       tracekit query top_kernels trace.json.gz -f csv -o kernels.csv
     """
-    q = queries.find(name, query_dirs)
+    named = queries.find(name, query_dirs)
     bound = _params(params)
-    q.bind(bound)  # fail on bad parameters before loading anything
-    with open_source(source, cache=not no_cache, link=api.needs_link(duckdb.connect(), q.sql)) as trace:
-        emit(trace.use_rules(rule_dirs).query_batches(q.id, bound, query_dirs))
-        if "include_orphans" in q.params and not q.bind(bound)["include_orphans"]:
+    named.bind(bound)  # fail on bad parameters before loading anything
+    with open_source(source, cache=not no_cache, link=api.needs_link(duckdb.connect(), named.sql)) as trace:
+        emit(trace.use_rules(rule_dirs).query_batches(named.id, bound, query_dirs))
+        if "include_orphans" in named.params and not named.bind(bound)["include_orphans"]:
             console.orphan_note(trace.orphans(), "-p include_orphans=true")
 
 
@@ -521,15 +521,15 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
     traces = []
     progress = console.Steps(not quiet, "report")
     try:
-        for s in sources:
-            traces.append(open_source(s, cache=not no_cache, quiet=quiet, link=True).use_rules(rule_dirs))
-        rep = report.build(traces, names=sources, progress=progress, all_findings=all_findings)
+        for source in sources:
+            traces.append(open_source(source, cache=not no_cache, quiet=quiet, link=True).use_rules(rule_dirs))
+        built = report.build(traces, names=sources, progress=progress, all_findings=all_findings)
     finally:
         progress.close()
-        for t in traces:
-            t.close()
+        for trace in traces:
+            trace.close()
     to_stdout = False
-    for path, text in ((html_path, rep.to_html), (json_path, rep.to_json)):
+    for path, text in ((html_path, built.to_html), (json_path, built.to_json)):
         if render.is_stdout(path):
             sys.stdout.write(text())
             to_stdout = True
@@ -538,7 +538,7 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
             if not quiet:
                 click.echo(f"wrote {path}", err=True)
     if not to_stdout and (not quiet or not (html_path or json_path)):
-        rep.print(Console(highlight=False), html_hint=html_path is None)
+        built.print(Console(highlight=False), html_hint=html_path is None)
 
 
 @cli.command("diff", context_settings=CONTEXT)
@@ -571,17 +571,20 @@ def diff_cmd(a, b, by, per_call, include_orphans, rule_dirs, no_cache):
       tracekit diff inplace.json.gz math.json.gz --per-call
       tracekit diff h100.json.gz mi300.json.gz --by kernel -f csv -o kernels.csv
     """
-    with open_source(a, cache=not no_cache, link=True) as ta, open_source(b, cache=not no_cache, link=True) as tb:
+    with (
+        open_source(a, cache=not no_cache, link=True) as trace_a,
+        open_source(b, cache=not no_cache, link=True) as trace_b,
+    ):
         result = diff.compare(
-            diff.Side(ta.use_rules(rule_dirs), name=a),
-            diff.Side(tb.use_rules(rule_dirs), name=b),
+            diff.Side(trace_a.use_rules(rule_dirs), name=a),
+            diff.Side(trace_b.use_rules(rule_dirs), name=b),
             by=by,
             per_call=per_call,
             include_orphans=include_orphans,
         ).arrow()
         if not include_orphans:
-            for t in (ta, tb):
-                console.orphan_note(t.orphans(), "--include-orphans")
+            for trace in (trace_a, trace_b):
+                console.orphan_note(trace.orphans(), "--include-orphans")
         return result
 
 
@@ -597,16 +600,16 @@ def list_queries(query_dirs, verbose):
     """
     for problem in queries.broken(query_dirs).values():
         console.warn(f"skipped a broken query file: {problem}")
-    for q in sorted(queries.library(query_dirs).values(), key=lambda q: q.id):
-        click.echo(f"{q.id:32} {q.title}")
+    for named in sorted(queries.library(query_dirs).values(), key=lambda named: named.id):
+        click.echo(f"{named.id:32} {named.title}")
         if verbose:
-            if q.description:
-                for line in q.description.splitlines():
+            if named.description:
+                for line in named.description.splitlines():
                     click.echo(f"    {line}")
-            for p in q.params.values():
-                click.echo(f"    -p {p.name}={p.default}  ({p.type}) {p.doc}")
-            for c in q.columns:
-                click.echo(f"    {c.name:24} {c.type:10} {c.doc}")
+            for param in named.params.values():
+                click.echo(f"    -p {param.name}={param.default}  ({param.type}) {param.doc}")
+            for column in named.columns:
+                click.echo(f"    {column.name:24} {column.type:10} {column.doc}")
             click.echo("")
 
 
@@ -628,19 +631,23 @@ def tables(source, names, columns, no_cache):
 
     with open_source(source, cache=not no_cache) as trace:
         known = trace.tables()
-    by_name = {t["table"]: t for t in known}
-    for n in names:
-        if n not in by_name:
-            raise TracekitError(f"no table {n!r}{queries.suggest(n, by_name)} ('tracekit tables SOURCE' lists them)")
+    by_name = {table["table"]: table for table in known}
+    for name in names:
+        if name not in by_name:
+            raise TracekitError(
+                f"no table {name!r}{queries.suggest(name, by_name)} ('tracekit tables SOURCE' lists them)"
+            )
     rows = []
-    for t in [by_name[n] for n in names] if names else known:
+    for table in [by_name[name] for name in names] if names else known:
         if columns or names:
             rows += [
-                {"table": t["table"], "kind": t["kind"], "column": c, "type": typ, "doc": doc}
-                for c, typ, doc in t["columns"]
+                {"table": table["table"], "kind": table["kind"], "column": column, "type": column_type, "doc": doc}
+                for column, column_type, doc in table["columns"]
             ]
         else:
-            rows.append({"table": t["table"], "kind": t["kind"], "columns": len(t["columns"]), "doc": t["doc"]})
+            rows.append(
+                {"table": table["table"], "kind": table["kind"], "columns": len(table["columns"]), "doc": table["doc"]}
+            )
     return pa.Table.from_pylist(rows)
 
 
@@ -684,12 +691,12 @@ def cache(ctx):
       tracekit cache clear --older-than 30
     """
     if ctx.invoked_subcommand is None:
-        d = database.cache_dir()
+        folder = database.cache_dir()
         entries = database.cache_entries()
-        size = sum(e["size_bytes"] for e in entries)
+        size = sum(entry["size_bytes"] for entry in entries)
         cap = database.cache_max()
         limit = f" of at most {cap / 1e9:,.1f} GB" if cap else " (no cap)"
-        click.echo(f"{d}: {len(entries)} cached database(s), {size / 1e6:,.1f} MB{limit}")
+        click.echo(f"{folder}: {len(entries)} cached database(s), {size / 1e6:,.1f} MB{limit}")
 
 
 @cache.command("list", context_settings=CONTEXT)
@@ -707,13 +714,13 @@ def cache_list():
 
     rows = [
         {
-            "file": e["file"],
-            "size_bytes": e["size_bytes"],
-            "last_used": datetime.datetime.fromtimestamp(e["last_used"]).strftime("%Y-%m-%d %H:%M"),
-            "traces": len(e["inputs"]),
-            "inputs": ", ".join(e["inputs"]),
+            "file": entry["file"],
+            "size_bytes": entry["size_bytes"],
+            "last_used": datetime.datetime.fromtimestamp(entry["last_used"]).strftime("%Y-%m-%d %H:%M"),
+            "traces": len(entry["inputs"]),
+            "inputs": ", ".join(entry["inputs"]),
         }
-        for e in database.cache_entries()
+        for entry in database.cache_entries()
     ]
     schema = pa.schema(
         [("file", pa.string()), ("size_bytes", pa.int64()), ("last_used", pa.string()), ("traces", pa.int64())]
