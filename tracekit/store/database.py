@@ -463,21 +463,23 @@ def code_files(package: Path = PACKAGE, stages_csv: Path | None = None) -> list[
 
 def code_fingerprint(package: Path = PACKAGE, stages_csv: Path | None = None) -> str:
     """Hash of ``code_files``: each file's name (its path inside the package where it is there) and bytes."""
-    h = hashlib.sha256()
-    for f in code_files(package, stages_csv):
-        name = f.relative_to(package).as_posix() if f.is_relative_to(package) else f.name
-        h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()
+    digest = hashlib.sha256()
+    for file in code_files(package, stages_csv):
+        name = file.relative_to(package).as_posix() if file.is_relative_to(package) else file.name
+        digest.update(name.encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def cache_key(sources: list[Source]) -> str:
     """A key that changes when an input file, tracekit, its rules or the schema change."""
-    h = hashlib.sha256(f"schema={SCHEMA_VERSION};tracekit={__version__};code={code_fingerprint()}".encode())
-    for s in sources:
-        st = s.path.stat()
+    digest = hashlib.sha256(f"schema={SCHEMA_VERSION};tracekit={__version__};code={code_fingerprint()}".encode())
+    for source in sources:
+        stat = source.path.stat()
         # ctime and inode too: a file rewritten with the same size and a restored mtime still changes them.
-        h.update(f"|{s.path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}".encode())
-    return h.hexdigest()[:24]
+        digest.update(
+            f"|{source.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}".encode()
+        )
+    return digest.hexdigest()[:24]
 
 
 def cached_build(paths, progress=None, warn=None, linked: bool = False, waiting=None) -> Path:
@@ -517,10 +519,10 @@ def parse_size(text: str) -> int:
     """``5GB``, ``500 MB``, ``1.5GiB``, ``0`` (no cap) -> bytes."""
     import re
 
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).upper() not in _SIZE:
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not match or match.group(2).upper() not in _SIZE:
         raise TracekitError(f"cache size {text!r} is not a size such as 5GB or 500MB")
-    return int(float(m.group(1)) * _SIZE[m.group(2).upper()])
+    return int(float(match.group(1)) * _SIZE[match.group(2).upper()])
 
 
 def cache_max() -> int:
@@ -528,8 +530,9 @@ def cache_max() -> int:
     return parse_size(os.environ.get("TRACEKIT_CACHE_MAX") or DEFAULT_CACHE_MAX)
 
 
-def _bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in (path, path.with_name(path.name + ".wal")) if p.exists())
+def _entry_bytes(path: Path) -> int:
+    """Bytes of the cached database ``path`` with its write-ahead log."""
+    return sum(file.stat().st_size for file in (path, path.with_name(path.name + ".wal")) if file.exists())
 
 
 def _remove_entry(path: Path) -> None:
@@ -537,18 +540,18 @@ def _remove_entry(path: Path) -> None:
     one empty lock file per trace ever cached stayed behind). A process still waiting on that lock
     finds the database gone and builds it again: the build is renamed into place whole, so two
     builds of one entry waste time but never mix."""
-    for p in (path, path.with_name(path.name + ".wal"), path.with_suffix(".lock")):
-        p.unlink(missing_ok=True)
+    for file in (path, path.with_name(path.name + ".wal"), path.with_suffix(".lock")):
+        file.unlink(missing_ok=True)
 
 
 def cache_entries() -> list[dict]:
     """The cached databases, most recently used first: file, bytes, last use, the traces they hold."""
-    d = cache_dir()
+    folder = cache_dir()
     out = []
-    for f in d.glob("*.duckdb") if d.is_dir() else []:
+    for entry in folder.glob("*.duckdb") if folder.is_dir() else []:
         inputs: list[str] = []
         try:
-            con = duckdb.connect(str(f), read_only=True)
+            con = duckdb.connect(str(entry), read_only=True)
             try:
                 row = con.execute("SELECT value FROM tracekit_info WHERE key = 'inputs'").fetchall()
                 inputs = json.loads(row[0][0]) if row else []
@@ -556,46 +559,46 @@ def cache_entries() -> list[dict]:
                 con.close()
         except (duckdb.Error, ValueError, IndexError):
             inputs = []  # in use by a writer, or not a tracekit database: listed without its inputs
-        st = f.stat()
-        out.append({"file": f.name, "size_bytes": _bytes(f), "last_used": st.st_mtime, "inputs": inputs})
-    return sorted(out, key=lambda e: -e["last_used"])
+        last_used = entry.stat().st_mtime
+        out.append({"file": entry.name, "size_bytes": _entry_bytes(entry), "last_used": last_used, "inputs": inputs})
+    return sorted(out, key=lambda listed: -listed["last_used"])
 
 
 def cache_clear(older_than_s: float | None = None) -> tuple[int, int]:
     """Delete cached databases (only those unused for ``older_than_s`` seconds when given):
     (files, bytes) removed."""
-    d = cache_dir()
-    n = freed = 0
+    folder = cache_dir()
+    removed = freed = 0
     now = time.time()
-    for f in list(d.glob("*.duckdb")) if d.is_dir() else []:
-        if older_than_s is not None and now - f.stat().st_mtime < older_than_s:
+    for entry in list(folder.glob("*.duckdb")) if folder.is_dir() else []:
+        if older_than_s is not None and now - entry.stat().st_mtime < older_than_s:
             continue
-        size = _bytes(f)
-        _remove_entry(f)
-        n, freed = n + 1, freed + size
-    return n, freed
+        size = _entry_bytes(entry)
+        _remove_entry(entry)
+        removed, freed = removed + 1, freed + size
+    return removed, freed
 
 
 def evict(keep: Path | None = None) -> list[Path]:
     """Delete the least recently used cached databases until the cache fits ``cache_max()``
     (``keep``, the one just built, stays). Returns the files removed."""
     cap = cache_max()
-    d = cache_dir()
-    if not cap or not d.is_dir():
+    folder = cache_dir()
+    if not cap or not folder.is_dir():
         return []
-    files = sorted(d.glob("*.duckdb"), key=lambda f: f.stat().st_mtime)
-    total = sum(_bytes(f) for f in files)
+    entries = sorted(folder.glob("*.duckdb"), key=lambda entry: entry.stat().st_mtime)
+    total = sum(_entry_bytes(entry) for entry in entries)
     removed = []
-    for f in files:
+    for entry in entries:
         if total <= cap:
             break
-        if keep is not None and f.resolve() == keep.resolve():
+        if keep is not None and entry.resolve() == keep.resolve():
             continue
-        size = _bytes(f)
+        size = _entry_bytes(entry)
         try:
-            _remove_entry(f)
+            _remove_entry(entry)
         except OSError:
             continue
         total -= size
-        removed.append(f)
+        removed.append(entry)
     return removed
