@@ -86,6 +86,43 @@ def test_command_exits_fast_with_whole_output_and_its_code(tiny, tmp_path):
     assert out.stderr.startswith("Error: ") and str(bad) in out.stderr and out.stdout == ""
 
 
+def test_main_leaves_the_callers_environment_and_interpreter_alone(tiny, tmp_path, monkeypatch, capsys):
+    """main (what Python callers and tests run) returns its code and changes no environment variable:
+    --allow-files reaches the traces it opens, not os.environ (it used to export TRACEKIT_ALLOW_FILES,
+    which every later trace of the caller's process then inherited)."""
+    monkeypatch.delenv("TRACEKIT_ALLOW_FILES", raising=False)
+    monkeypatch.delenv("_RJEM_MALLOC_CONF", raising=False)
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a\n41\n")
+    before = dict(os.environ)
+    sql = f"SELECT a + 1 AS b FROM read_csv('{secret}')"
+    assert main(["--allow-files", "sql", str(tiny), sql, "-f", "csv"]) == 0
+    assert capsys.readouterr().out == "b\n42\n"
+    assert dict(os.environ) == before
+    assert main(["sql", str(tiny), sql, "-f", "csv"]) == 1  # the flag did not outlive its command
+    assert "--allow-files" in capsys.readouterr().err
+    assert main(["--allow-files", "load", str(tiny), "-o", str(tmp_path / "t.duckdb"), "-q"]) == 0
+    assert dict(os.environ) == before
+
+
+@pytest.mark.parametrize("user", [None, "dirty_decay_ms:5000"])
+def test_the_command_process_sets_polars_allocator_unless_the_user_did(user):
+    """The tracekit process (cli.run), not the library, sets the allocator setting polars reads as it loads,
+    before anything imports polars; a value the user set is kept."""
+    from tracekit import cli as cli_module
+
+    name, value = cli_module.POLARS_ALLOCATOR
+    env = {k: v for k, v in os.environ.items() if k != name}
+    if user is not None:
+        env[name] = user
+    code = (
+        "import os, sys; import tracekit.cli as c;"
+        f" c.main = lambda argv=None: print(os.environ.get({name!r}), 'polars' in sys.modules) or 0; c.run()"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split() == [user or value, "False"]
+
+
 def test_load_imports_no_arrow_or_polars(tiny, tmp_path):
     """`tracekit load` starts without pyarrow/polars (0.1-0.3 s of imports it never uses)."""
     code = (

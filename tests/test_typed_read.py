@@ -275,7 +275,7 @@ def ns(text):
 
 @pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
 def test_ts_and_dur_are_exact_nanoseconds_whichever_path_converts_them(tmp_path, reads, name):
-    """The short int64 conversion (``scan._ns``) near the sampled center and 0, the 128-bit one
+    """The short int64 conversion (``scan._nanoseconds_sql``) near the sampled center and 0, the 128-bit one
     elsewhere: every value as exact decimal arithmetic says, out-of-range ones NULL (a metadata
     event may hold one)."""
     raw = ['{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1712195500001778.5, "dur": 1}'] * 20
@@ -299,7 +299,7 @@ def test_the_sampled_centers_put_an_epoch_trace_on_the_short_path(tmp_path):
     part.write_text('[{"ph": "M", "ts": 0}, ' + ", ".join(['{"ts": 1712195500001778.039}'] * 5) + "]")
     assert scan.ts_centers([part]) == [1712200000000000, 0]
     con = __import__("duckdb").connect()
-    sql = scan._ns("x", [1712200000000000, 0])
+    sql = scan._nanoseconds_sql("x", [1712200000000000, 0])
     got = con.execute(f"SELECT {sql} FROM (SELECT 1713199999999999.999::DECIMAL(24,3) AS x)").fetchall()
     assert got == [(1713199999999999999,)]
 

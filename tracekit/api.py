@@ -68,13 +68,13 @@ def needs_link(con: duckdb.DuckDBPyConnection, sql: str) -> bool:
     return bool(_names(tree, set()) & _LINKED)
 
 
-def _reader(rel) -> pa.RecordBatchReader:
+def _reader(relation) -> pa.RecordBatchReader:
     """The rows of a DuckDB relation as Arrow batches; a statement without rows gives no columns."""
     import pyarrow as pa
 
-    if rel is None:
+    if relation is None:
         return pa.RecordBatchReader.from_batches(pa.schema([]), [])
-    return rel.to_arrow_reader(BATCH_ROWS)
+    return relation.to_arrow_reader(BATCH_ROWS)
 
 
 def _explain(message: str) -> str:
@@ -180,7 +180,7 @@ class Trace:
                 self._con.execute("SET allowed_directories = $dirs", {"dirs": dirs})
             self._con.execute("SET enable_external_access = false")
 
-    def _for(self, sql: str) -> duckdb.DuckDBPyConnection:
+    def _connection_for(self, sql: str) -> duckdb.DuckDBPyConnection:
         """The connection to run ``sql`` on, linked first when it names a linked table."""
         if not self.linked and needs_link(self._con, sql):
             self.link()
@@ -194,8 +194,8 @@ class Trace:
 
     def __repr__(self):
         where = str(self.path) if self.path else "in memory"
-        n = self._con.execute("SELECT count(*) FROM traces").fetchall()[0][0]
-        return f"<tracekit.Trace {n} trace(s), {where}>"
+        count = self._con.execute("SELECT count(*) FROM traces").fetchall()[0][0]
+        return f"<tracekit.Trace {count} trace(s), {where}>"
 
     def close(self) -> None:
         """Close the database connection."""
@@ -210,14 +210,14 @@ class Trace:
         drain it before the next query on this trace)."""
         sqlsafety.statement_text(sql)
         try:
-            return _reader(self._for(sql).sql(sql, params=dict(params) if params else None))
+            return _reader(self._connection_for(sql).sql(sql, params=dict(params) if params else None))
         except duckdb.Error as exc:
             raise QueryError(_explain(str(exc).strip())) from None
 
     def rows(self, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
         """Run ``sql`` and return its rows as tuples (no Arrow, no polars)."""
         try:
-            return self._for(sql).execute(sql, dict(params) if params else None).fetchall()
+            return self._connection_for(sql).execute(sql, dict(params) if params else None).fetchall()
         except duckdb.Error as exc:
             raise QueryError(_explain(str(exc).strip())) from None
 
@@ -229,8 +229,8 @@ class Trace:
         """Run a named query (see ``tracekit queries``) with checked parameters, given as a
         mapping, as keywords, or both: ``query("top_kernels", {"limit": 5})`` is
         ``query("top_kernels", limit=5)``. Returns a ``Result``."""
-        q = queries.find(name, query_dirs)
-        return Result(self.query_arrow(q.id, {**(params or {}), **kw}, query_dirs), q.id)
+        named = queries.find(name, query_dirs)
+        return Result(self.query_arrow(named.id, {**(params or {}), **kw}, query_dirs), named.id)
 
     def query_arrow(self, name: str, params: Mapping[str, object] | None = None, query_dirs=()) -> pa.Table:
         """Run a named query and return an Arrow table (``query(...).arrow()`` without the wrapper)."""
@@ -240,18 +240,18 @@ class Trace:
         self, name: str, params: Mapping[str, object] | None = None, query_dirs=()
     ) -> pa.RecordBatchReader:
         """Run a named query and return its rows as a stream of Arrow record batches."""
-        q = queries.find(name, query_dirs)
-        bound = q.bind(params or {})
+        named = queries.find(name, query_dirs)
+        bound = named.bind(params or {})
         try:
             if not self._memo_ids:
-                return _reader(self._for(q.sql).sql(q.sql, params=bound or None))
-            if q.id in self._memo_ids:
-                sql, bound = f"SELECT * FROM {self._memoize(q, bound, query_dirs)}", {}
+                return _reader(self._connection_for(named.sql).sql(named.sql, params=bound or None))
+            if named.id in self._memo_ids:
+                sql, bound = f"SELECT * FROM {self._memoize(named, bound, query_dirs)}", {}
             else:
-                sql, bound = self._memo_sql(q, bound, query_dirs)
-            return _reader(self._for(sql).sql(sql, params=bound or None))
+                sql, bound = self._memo_sql(named, bound, query_dirs)
+            return _reader(self._connection_for(sql).sql(sql, params=bound or None))
         except duckdb.Error as exc:
-            raise QueryError(_explain(f"query {q.id} ({q.path}) failed: {str(exc).strip()}")) from None
+            raise QueryError(_explain(f"query {named.id} ({named.path}) failed: {str(exc).strip()}")) from None
 
     @contextlib.contextmanager
     def memoized(self, names, query_dirs=()) -> Iterator[Trace]:
@@ -271,35 +271,37 @@ class Trace:
             for table in tables:
                 self._con.execute(f"DROP TABLE IF EXISTS temp.{table}")
 
-    def _memoize(self, q: queries.Query, bound: dict, query_dirs) -> str:
-        """The TEMP table holding ``q``'s rows for ``bound`` (its own parameters), made on first use."""
-        key = (q.id, repr(sorted(bound.items())))
+    def _memoize(self, named: queries.Query, bound: dict, query_dirs) -> str:
+        """The TEMP table holding ``named``'s rows for ``bound`` (its own parameters), made on first use."""
+        key = (named.id, repr(sorted(bound.items())))
         if key not in self._memo:
-            sql, used = self._memo_sql(q, bound, query_dirs)
+            sql, used = self._memo_sql(named, bound, query_dirs)
             table = f"_tracekit_memo_{len(self._memo)}"
-            self._for(sql).execute(f"CREATE TEMP TABLE {table} AS {sql}", used or None)
+            self._connection_for(sql).execute(f"CREATE TEMP TABLE {table} AS {sql}", used or None)
             self._memo[key] = table
         return self._memo[key]
 
-    def _memo_sql(self, q: queries.Query, bound: dict, query_dirs) -> tuple[str, dict]:
-        """``q``'s SQL with each kept query it ``@uses`` read from its table (made first), and the
+    def _memo_sql(self, named: queries.Query, bound: dict, query_dirs) -> tuple[str, dict]:
+        """``named``'s SQL with each kept query it ``@uses`` read from its table (made first), and the
         parameters that SQL still names."""
-        sql = q.sql
-        for name in q.uses:
-            dep = queries.find(name, query_dirs)
-            inlined = queries.cte(dep)  # as queries.resolve composed it
-            if dep.id in self._memo_ids and inlined in sql:
-                table = self._memoize(dep, {k: bound[k] for k in dep.params if k in bound}, query_dirs)
-                sql = sql.replace(inlined, f'"{dep.name}" AS (SELECT * FROM {table})')
+        sql = named.sql
+        for name in named.uses:
+            used_query = queries.find(name, query_dirs)
+            inlined = queries.cte(used_query)  # as queries.resolve composed it
+            if used_query.id in self._memo_ids and inlined in sql:
+                table = self._memoize(
+                    used_query, {key: bound[key] for key in used_query.params if key in bound}, query_dirs
+                )
+                sql = sql.replace(inlined, f'"{used_query.name}" AS (SELECT * FROM {table})')
         return sql, {k: v for k, v in bound.items() if re.search(rf"\${re.escape(k)}\b", sql)}
 
     def orphans(self) -> tuple[int, int]:
         """``(GPU ops, summed ns)`` launched before the trace began: what queries leave out by default."""
-        # Linked, gpu_ops says it per row; the base view finds it with a subquery over every event
-        # (0.2 s on a 1.5M-event trace, paid by every command that prints the note).
+        # Linked, gpu_ops says it per row; the base view finds it with a subquery over every event,
+        # which every command that prints the note would pay.
         source = "gpu_ops WHERE orphan" if self.linked else "gpu_op_events WHERE orphan"
-        n, ns = self.rows(f"SELECT count(*), coalesce(sum(dur_ns), 0) FROM {source}")[0]
-        return int(n), int(ns)
+        ops, ns = self.rows(f"SELECT count(*), coalesce(sum(dur_ns), 0) FROM {source}")[0]
+        return int(ops), int(ns)
 
     def use_rules(self, rule_dirs) -> Trace:
         """Re-attribute stages with extra rule folders (their rows win over the shipped ones).
@@ -328,15 +330,17 @@ class Trace:
         ).fetchall()
         out = []
         for name, kind in rows:
-            doc = TABLES.get(name)
-            cols = self.con.execute(f'DESCRIBE "{name}"').fetchall()
-            documented = {c.name: c.doc for c in doc.columns} if doc else {}
+            declared = TABLES.get(name)
+            described = self.con.execute(f'DESCRIBE "{name}"').fetchall()
+            documented = {column.name: column.doc for column in declared.columns} if declared else {}
             out.append(
                 {
                     "table": name,
                     "kind": "view" if kind == "VIEW" else "table",
-                    "doc": doc.doc if doc else "",
-                    "columns": [(c[0], c[1], documented.get(c[0], "")) for c in cols],
+                    "doc": declared.doc if declared else "",
+                    "columns": [
+                        (column, column_type, documented.get(column, "")) for column, column_type, *_ in described
+                    ],
                 }
             )
         return out
@@ -385,8 +389,8 @@ _LOCKED = re.compile(r"could not set lock on file|conflicting lock", re.IGNORECA
 
 def is_database(path) -> bool:
     """True when ``path`` names a DuckDB file rather than a trace."""
-    p = Path(path)
-    return p.suffix in (".duckdb", ".db") and p.is_file()
+    candidate = Path(path)
+    return candidate.suffix in (".duckdb", ".db") and candidate.is_file()
 
 
 def load(

@@ -14,6 +14,7 @@ import shutil
 import sys
 import traceback
 from pathlib import Path
+from typing import NoReturn
 
 import click
 import duckdb
@@ -91,6 +92,14 @@ def table_style(wide: bool, rows: int) -> dict:
     return {"wide": wide, "rows": rows, "width": width or humanize.DEFAULT_WIDTH}
 
 
+def files_flag() -> bool | None:
+    """``--allow-files`` as the library's ``allow_files``: True when given, else None (the library then
+    reads $TRACEKIT_ALLOW_FILES). Passed to every trace a command opens, never set in the environment:
+    ``main`` runs in its caller's interpreter."""
+    ctx = click.get_current_context(silent=True)
+    return True if ctx is not None and ctx.find_root().params.get("allow_files") else None
+
+
 def open_source(source: str, cache: bool = True, quiet: bool = False, link: bool = False) -> api.Trace:
     """A Trace for SOURCE: a .duckdb from ``tracekit load`` or raw trace file(s).
 
@@ -106,7 +115,15 @@ def open_source(source: str, cache: bool = True, quiet: bool = False, link: bool
         link = link and not api.is_database(source)
         if link:
             humanize.preload()  # the tables' drawing code (rich), imported while a build runs
-        trace = api.load([source], cache=cache, progress=progress, warn=console.warn, link=link, waiting=waiting)
+        trace = api.load(
+            [source],
+            cache=cache,
+            progress=progress,
+            warn=console.warn,
+            link=link,
+            waiting=waiting,
+            allow_files=files_flag(),
+        )
     finally:
         progress.close()
         waiting.close()
@@ -134,7 +151,7 @@ def _from_stdin(link: bool) -> api.Trace:
     with tempfile.TemporaryDirectory(prefix="tracekit-stdin-") as tmp:
         path = Path(tmp) / name
         path.write_bytes(data)
-        return api.load([path], cache=False, warn=console.warn, link=link)
+        return api.load([path], cache=False, warn=console.warn, link=link, allow_files=files_flag())
 
 
 def _params(pairs) -> dict[str, str]:
@@ -142,8 +159,8 @@ def _params(pairs) -> dict[str, str]:
     for pair in pairs:
         if "=" not in pair:
             raise ParameterError(f"parameter {pair!r} is not of the form NAME=VALUE")
-        k, v = pair.split("=", 1)
-        out[k.strip()] = v
+        key, value = pair.split("=", 1)
+        out[key.strip()] = value
     return out
 
 
@@ -189,9 +206,8 @@ def cli(debug, allow_files):
       tracekit load traces/ -o run.duckdb
       tracekit query gpu_timeline run.duckdb
     """
-    # --debug is read by main(), which turns errors into one line unless it is given.
-    if allow_files:
-        os.environ["TRACEKIT_ALLOW_FILES"] = "1"
+    # --debug is read by main(), which turns errors into one line unless it is given; --allow-files by
+    # files_flag(), for every trace a command opens.
 
 
 @cli.command(context_settings=CONTEXT)
@@ -279,7 +295,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
     if parquet:
         _load_dataset(paths, output, force, quiet, jobs, dask, progress, memory_limit)
         return
-    with _loading(progress, quiet, lambda: api.open(output), output, link_now):
+    with _loading(progress, quiet, lambda: api.open(output, allow_files=files_flag()), output, link_now):
         if dask:
             from tracekit.store import dataset
 
@@ -292,7 +308,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
                 linked=link_now,
                 runner=dataset.dask_runner(dask),
             )
-            trace = api.open(path)
+            trace = api.open(path, allow_files=files_flag())
         else:
             trace = api.load(
                 list(paths),
@@ -302,6 +318,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
                 memory_limit=memory_limit,
                 link=link_now,
                 jobs=jobs or parallel.default_jobs(),
+                allow_files=files_flag(),
             )
     if not quiet:
         _load_summary(trace, output, link_now)
@@ -316,12 +333,12 @@ def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, pro
         if not (dataset.is_dataset(output) or (output.is_dir() and not any(output.iterdir()))):
             raise TracekitError(f"{output}: not a tracekit dataset; --force replaces only a dataset")
         shutil.rmtree(output)
-    with _loading(progress, quiet, lambda: api.open_dataset(output), output, False):
+    with _loading(progress, quiet, lambda: api.open_dataset(output, allow_files=files_flag()), output, False):
         dataset.build(
             list(paths), output, jobs=jobs, dask=dask, warn=console.warn, progress=progress, memory_limit=memory_limit
         )
     if not quiet:
-        _load_summary(api.open_dataset(output), output, False)
+        _load_summary(api.open_dataset(output, allow_files=files_flag()), output, False)
 
 
 @contextlib.contextmanager
@@ -382,12 +399,12 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache, emit):
       tracekit query gpu_timeline run.duckdb -p include_orphans=true
       tracekit query top_kernels trace.json.gz -f csv -o kernels.csv
     """
-    q = queries.find(name, query_dirs)
+    named = queries.find(name, query_dirs)
     bound = _params(params)
-    q.bind(bound)  # fail on bad parameters before loading anything
-    with open_source(source, cache=not no_cache, link=api.needs_link(duckdb.connect(), q.sql)) as trace:
-        emit(trace.use_rules(rule_dirs).query_batches(q.id, bound, query_dirs))
-        if "include_orphans" in q.params and not q.bind(bound)["include_orphans"]:
+    named.bind(bound)  # fail on bad parameters before loading anything
+    with open_source(source, cache=not no_cache, link=api.needs_link(duckdb.connect(), named.sql)) as trace:
+        emit(trace.use_rules(rule_dirs).query_batches(named.id, bound, query_dirs))
+        if "include_orphans" in named.params and not named.bind(bound)["include_orphans"]:
             console.orphan_note(trace.orphans(), "-p include_orphans=true")
 
 
@@ -504,15 +521,15 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
     traces = []
     progress = console.Steps(not quiet, "report")
     try:
-        for s in sources:
-            traces.append(open_source(s, cache=not no_cache, quiet=quiet, link=True).use_rules(rule_dirs))
-        rep = report.build(traces, names=sources, progress=progress, all_findings=all_findings)
+        for source in sources:
+            traces.append(open_source(source, cache=not no_cache, quiet=quiet, link=True).use_rules(rule_dirs))
+        built = report.build(traces, names=sources, progress=progress, all_findings=all_findings)
     finally:
         progress.close()
-        for t in traces:
-            t.close()
+        for trace in traces:
+            trace.close()
     to_stdout = False
-    for path, text in ((html_path, rep.to_html), (json_path, rep.to_json)):
+    for path, text in ((html_path, built.to_html), (json_path, built.to_json)):
         if render.is_stdout(path):
             sys.stdout.write(text())
             to_stdout = True
@@ -521,7 +538,7 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
             if not quiet:
                 click.echo(f"wrote {path}", err=True)
     if not to_stdout and (not quiet or not (html_path or json_path)):
-        rep.print(Console(highlight=False), html_hint=html_path is None)
+        built.print(Console(highlight=False), html_hint=html_path is None)
 
 
 @cli.command("diff", context_settings=CONTEXT)
@@ -554,17 +571,20 @@ def diff_cmd(a, b, by, per_call, include_orphans, rule_dirs, no_cache):
       tracekit diff inplace.json.gz math.json.gz --per-call
       tracekit diff h100.json.gz mi300.json.gz --by kernel -f csv -o kernels.csv
     """
-    with open_source(a, cache=not no_cache, link=True) as ta, open_source(b, cache=not no_cache, link=True) as tb:
+    with (
+        open_source(a, cache=not no_cache, link=True) as trace_a,
+        open_source(b, cache=not no_cache, link=True) as trace_b,
+    ):
         result = diff.compare(
-            diff.Side(ta.use_rules(rule_dirs), name=a),
-            diff.Side(tb.use_rules(rule_dirs), name=b),
+            diff.Side(trace_a.use_rules(rule_dirs), name=a),
+            diff.Side(trace_b.use_rules(rule_dirs), name=b),
             by=by,
             per_call=per_call,
             include_orphans=include_orphans,
         ).arrow()
         if not include_orphans:
-            for t in (ta, tb):
-                console.orphan_note(t.orphans(), "--include-orphans")
+            for trace in (trace_a, trace_b):
+                console.orphan_note(trace.orphans(), "--include-orphans")
         return result
 
 
@@ -580,16 +600,16 @@ def list_queries(query_dirs, verbose):
     """
     for problem in queries.broken(query_dirs).values():
         console.warn(f"skipped a broken query file: {problem}")
-    for q in sorted(queries.library(query_dirs).values(), key=lambda q: q.id):
-        click.echo(f"{q.id:32} {q.title}")
+    for named in sorted(queries.library(query_dirs).values(), key=lambda named: named.id):
+        click.echo(f"{named.id:32} {named.title}")
         if verbose:
-            if q.description:
-                for line in q.description.splitlines():
+            if named.description:
+                for line in named.description.splitlines():
                     click.echo(f"    {line}")
-            for p in q.params.values():
-                click.echo(f"    -p {p.name}={p.default}  ({p.type}) {p.doc}")
-            for c in q.columns:
-                click.echo(f"    {c.name:24} {c.type:10} {c.doc}")
+            for param in named.params.values():
+                click.echo(f"    -p {param.name}={param.default}  ({param.type}) {param.doc}")
+            for column in named.columns:
+                click.echo(f"    {column.name:24} {column.type:10} {column.doc}")
             click.echo("")
 
 
@@ -611,19 +631,23 @@ def tables(source, names, columns, no_cache):
 
     with open_source(source, cache=not no_cache) as trace:
         known = trace.tables()
-    by_name = {t["table"]: t for t in known}
-    for n in names:
-        if n not in by_name:
-            raise TracekitError(f"no table {n!r}{queries.suggest(n, by_name)} ('tracekit tables SOURCE' lists them)")
+    by_name = {table["table"]: table for table in known}
+    for name in names:
+        if name not in by_name:
+            raise TracekitError(
+                f"no table {name!r}{queries.suggest(name, by_name)} ('tracekit tables SOURCE' lists them)"
+            )
     rows = []
-    for t in [by_name[n] for n in names] if names else known:
+    for table in [by_name[name] for name in names] if names else known:
         if columns or names:
             rows += [
-                {"table": t["table"], "kind": t["kind"], "column": c, "type": typ, "doc": doc}
-                for c, typ, doc in t["columns"]
+                {"table": table["table"], "kind": table["kind"], "column": column, "type": column_type, "doc": doc}
+                for column, column_type, doc in table["columns"]
             ]
         else:
-            rows.append({"table": t["table"], "kind": t["kind"], "columns": len(t["columns"]), "doc": t["doc"]})
+            rows.append(
+                {"table": table["table"], "kind": table["kind"], "columns": len(table["columns"]), "doc": table["doc"]}
+            )
     return pa.Table.from_pylist(rows)
 
 
@@ -667,12 +691,12 @@ def cache(ctx):
       tracekit cache clear --older-than 30
     """
     if ctx.invoked_subcommand is None:
-        d = database.cache_dir()
+        folder = database.cache_dir()
         entries = database.cache_entries()
-        size = sum(e["size_bytes"] for e in entries)
+        size = sum(entry["size_bytes"] for entry in entries)
         cap = database.cache_max()
         limit = f" of at most {cap / 1e9:,.1f} GB" if cap else " (no cap)"
-        click.echo(f"{d}: {len(entries)} cached database(s), {size / 1e6:,.1f} MB{limit}")
+        click.echo(f"{folder}: {len(entries)} cached database(s), {size / 1e6:,.1f} MB{limit}")
 
 
 @cache.command("list", context_settings=CONTEXT)
@@ -690,13 +714,13 @@ def cache_list():
 
     rows = [
         {
-            "file": e["file"],
-            "size_bytes": e["size_bytes"],
-            "last_used": datetime.datetime.fromtimestamp(e["last_used"]).strftime("%Y-%m-%d %H:%M"),
-            "traces": len(e["inputs"]),
-            "inputs": ", ".join(e["inputs"]),
+            "file": entry["file"],
+            "size_bytes": entry["size_bytes"],
+            "last_used": datetime.datetime.fromtimestamp(entry["last_used"]).strftime("%Y-%m-%d %H:%M"),
+            "traces": len(entry["inputs"]),
+            "inputs": ", ".join(entry["inputs"]),
         }
-        for e in database.cache_entries()
+        for entry in database.cache_entries()
     ]
     schema = pa.schema(
         [("file", pa.string()), ("size_bytes", pa.int64()), ("last_used", pa.string()), ("traces", pa.int64())]
@@ -773,30 +797,49 @@ def export_perfetto(source, output, label, quiet, rule_dirs, no_cache):
         )
 
 
-def run() -> None:
-    """The ``tracekit`` command (console script, ``python -m tracekit``): ``main``, then exit
-    without the interpreter's teardown.
+# The console script's process. ``main`` is what a Python caller or a test runs (CliRunner,
+# ``main([...])``): it returns the exit code and leaves the interpreter and its environment as they
+# were. Only ``run``, the ``tracekit`` process itself, sets up that process and ends it.
 
-    Tearing down the modules a first answer imported (polars, pyarrow, duckdb, rich) takes
-    0.1-0.3 s after the answer is printed (measured: ``import`` them and exit, 0.33 s vs
-    0.03 s with ``os._exit``, on a loaded 2-core machine). The steps of a normal exit that
-    matter are done here first: no other thread still running (else the normal exit, which
-    waits for it), the ``atexit`` callbacks, stdout and stderr flushed (if that fails, the
-    normal exit reports it). Every file and database connection is closed by then.
+# polars' allocator (jemalloc) keeps the pages of freed arrays for reuse and hands them back only
+# after about 1.5 s of disuse (polars' defaults); a large trace's nesting sweep frees its arrays just
+# before the link's largest join, and those pages, still resident, then set the process's peak RSS.
+# Returned after 100 ms of disuse they leave before the join, and the sweep's own reuse stays (0 ms
+# pays for it in page faults). jemalloc reads the setting once, as polars loads: so the process sets
+# it at its start, before anything imports polars, and a value the user set wins. Measured in
+# bench/HISTORY.md ("The first answer's peak memory").
+POLARS_ALLOCATOR = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:100,muzzy_decay_ms:0")
+
+
+def run() -> NoReturn:
+    """The ``tracekit`` command (console script, ``python -m tracekit``): set up the process,
+    run ``main``, then end the process without the interpreter's teardown."""
+    os.environ.setdefault(*POLARS_ALLOCATOR)
+    exit_process(main())
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the ``tracekit`` process with ``code`` without tearing the interpreter down.
+
+    Tearing down the modules a command imported (duckdb, pyarrow, rich, polars) takes longer than
+    a short command's answer can afford, after the answer is printed (bench/HISTORY.md, "The
+    command's own fixed cost"). The steps of a normal exit that matter are done here first: no
+    other thread still running (else the normal exit, which waits for it), the ``atexit``
+    callbacks, stdout and stderr flushed (if that fails, the normal exit reports it). Every file
+    and database connection is closed by then. Never called by ``main``.
     """
     import atexit
     import threading
 
-    rc = main()
     if any(t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
-        sys.exit(rc)
+        sys.exit(code)
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):
-        sys.exit(rc)
-    os._exit(rc)
+        sys.exit(code)
+    os._exit(code)
 
 
 def main(argv=None) -> int:

@@ -36,8 +36,8 @@ class Side:
         return self.labels is None or label in self.labels
 
 
-def _side(x) -> Side:
-    return x if isinstance(x, Side) else Side(x)
+def _side(trace_or_side) -> Side:
+    return trace_or_side if isinstance(trace_or_side, Side) else Side(trace_or_side)
 
 
 def totals(side: Side, by: str, include_orphans: bool = False) -> tuple[dict[str, list], int]:
@@ -54,9 +54,9 @@ def totals(side: Side, by: str, include_orphans: bool = False) -> tuple[dict[str
         key, count, ns = "name", "count", "total_ns"
     for r in rows:
         if side._keep(r["trace"]) and r[count]:
-            acc = out.setdefault(r[key], [0, 0])
-            acc[0] += r[count]
-            acc[1] += r[ns]
+            summed = out.setdefault(r[key], [0, 0])
+            summed[0] += r[count]
+            summed[1] += r[ns]
     calls = sum(r["calls"] for r in side.trace.query_arrow("call_counts", params).to_pylist() if side._keep(r["trace"]))
     return out, calls
 
@@ -73,8 +73,8 @@ def compare(a, b, by: str = "stage", per_call: bool = False, include_orphans: bo
     first, then by key. Returns a ``Result`` (``.arrow()``, ``.pl()``, ``.df()``).
     """
     a, b = _side(a), _side(b)
-    ta, calls_a = totals(a, by, include_orphans)
-    tb, calls_b = totals(b, by, include_orphans)
+    totals_a, calls_a = totals(a, by, include_orphans)
+    totals_b, calls_b = totals(b, by, include_orphans)
     if per_call:
         for side, calls in ((a, calls_a), (b, calls_b)):
             if not calls:
@@ -84,8 +84,8 @@ def compare(a, b, by: str = "stage", per_call: bool = False, include_orphans: bo
     key = "stage" if by == "stage" else "name"
     suffix = "_per_call" if per_call else ""
     rows = []
-    for k in sorted(set(ta) | set(tb)):
-        (ops_a, ns_a), (ops_b, ns_b) = ta.get(k, (0, 0)), tb.get(k, (0, 0))
+    for group in sorted(set(totals_a) | set(totals_b)):
+        (ops_a, ns_a), (ops_b, ns_b) = totals_a.get(group, (0, 0)), totals_b.get(group, (0, 0))
         if per_call:
             ops_a, ns_a, ops_b, ns_b = ops_a / calls_a, ns_a / calls_a, ops_b / calls_b, ns_b / calls_b
         delta = ns_b - ns_a
@@ -97,7 +97,7 @@ def compare(a, b, by: str = "stage", per_call: bool = False, include_orphans: bo
             change = "slower" if delta > 0 else "faster" if delta < 0 else "same"
         rows.append(
             {
-                key: k,
+                key: group,
                 "change": change,
                 f"a_gpu_ops{suffix}": ops_a,
                 f"b_gpu_ops{suffix}": ops_b,
@@ -111,16 +111,16 @@ def compare(a, b, by: str = "stage", per_call: bool = False, include_orphans: bo
     rows.sort(key=lambda r: (-abs(float(r[f"delta_ns{suffix}"] or 0)), str(r[key])))
     import pyarrow as pa
 
-    num = pa.float64() if per_call else pa.int64()
+    number = pa.float64() if per_call else pa.int64()
     schema = pa.schema(
         [
             (key, pa.string()),
             ("change", pa.string()),
-            (f"a_gpu_ops{suffix}", num),
-            (f"b_gpu_ops{suffix}", num),
-            (f"a_ns{suffix}", num),
-            (f"b_ns{suffix}", num),
-            (f"delta_ns{suffix}", num),
+            (f"a_gpu_ops{suffix}", number),
+            (f"b_gpu_ops{suffix}", number),
+            (f"a_ns{suffix}", number),
+            (f"b_ns{suffix}", number),
+            (f"delta_ns{suffix}", number),
             ("delta_pct", pa.float64()),
             ("ratio", pa.float64()),
         ]

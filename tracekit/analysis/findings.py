@@ -100,23 +100,23 @@ class Finding:
 def rules() -> list[Rule]:
     """The shipped findings, in findings.csv order; every findings query must have a row and vice versa."""
     folder = queries.shipped_dir() / "findings"
-    lib = {q.name: q for q in queries.library().values() if q.id.startswith("findings.")}
+    unmatched = {named.name: named for named in queries.library().values() if named.id.startswith("findings.")}
     path = folder / "findings.csv"
     out = []
     with open(path, newline="", encoding="utf-8") as fh:
-        for i, row in enumerate(csv.DictReader(fh), start=2):
+        for line, row in enumerate(csv.DictReader(fh), start=2):
             name = row["query"].strip()
-            if name not in lib:
-                raise QueryError(f"{path}:{i}: no query findings/{name}.sql")
+            if name not in unmatched:
+                raise QueryError(f"{path}:{line}: no query findings/{name}.sql")
             if row["severity"] not in SEVERITIES:
-                raise QueryError(f"{path}:{i}: severity must be one of {', '.join(SEVERITIES)}")
-            q = lib.pop(name)
+                raise QueryError(f"{path}:{line}: severity must be one of {', '.join(SEVERITIES)}")
+            named = unmatched.pop(name)
             explains = (row.get("explains") or "").strip()
-            if explains and explains not in {c.name for c in q.columns}:
-                raise QueryError(f"{path}:{i}: explains {explains!r} is not a column of findings/{name}.sql")
-            out.append(Rule(q, row["severity"], row["message"], explains))
-    if lib:
-        raise QueryError(f"{path}: no row for findings/{min(lib)}.sql")
+            if explains and explains not in {column.name for column in named.columns}:
+                raise QueryError(f"{path}:{line}: explains {explains!r} is not a column of findings/{name}.sql")
+            out.append(Rule(named, row["severity"], row["message"], explains))
+    if unmatched:
+        raise QueryError(f"{path}: no row for findings/{min(unmatched)}.sql")
     return out
 
 
@@ -130,13 +130,16 @@ class _Formatter(string.Formatter):
 
     def get_value(self, key, args, kwargs):
         if isinstance(key, str) and key.startswith("by_") and "__" in key and key not in kwargs:
-            text, num = key[3:].split("__", 1)
-            if self.rows and (text not in self.rows[0] or num not in self.rows[0]):
+            text, number = key[3:].split("__", 1)
+            if self.rows and (text not in self.rows[0] or number not in self.rows[0]):
                 raise KeyError(key)
             sums: dict = {}
             for r in self.rows:
-                sums[r[text]] = sums.get(r[text], 0) + (r[num] or 0)
-            return ", ".join(f"{k}: {format_unit(v, 'count')}" for k, v in sorted(sums.items(), key=lambda kv: -kv[1]))
+                sums[r[text]] = sums.get(r[text], 0) + (r[number] or 0)
+            return ", ".join(
+                f"{value}: {format_unit(total, 'count')}"
+                for value, total in sorted(sums.items(), key=lambda kv: -kv[1])
+            )
         return super().get_value(key, args, kwargs)
 
     def format_field(self, value, spec):

@@ -192,9 +192,9 @@ class Report:
         report_render.print_report(self, console, html_hint=html_hint)
 
 
-def headline(trace: str, q: dict[str, list[dict]]) -> dict:
+def headline(trace: str, rows: dict[str, list[dict]]) -> dict:
     """The headline numbers of one trace: its row of the ``headline`` query, and its stage shares."""
-    row = next((r for r in q["headline"] if r["trace"] == trace), {})
+    row = next((r for r in rows["headline"] if r["trace"] == trace), {})
     keys = (
         "device", "impl", "attention_calls", "gpu_ns_per_call", "attention_kernel_ns_per_call", "cpu_ns_per_call",
         "gpu_ops_per_call", "tflops_per_s", "tensor_core_pct", "launch_api", "launch_apis",
@@ -207,7 +207,7 @@ def headline(trace: str, q: dict[str, list[dict]]) -> dict:
     out["launch_apis"] = out["launch_apis"] or []
     out["gpu_vs_first"] = None  # filled once every trace is known
     out["stage_share_pct"] = {
-        r["stage"]: r["share_pct"] for r in q["stage_breakdown"] if r["trace"] == trace and r["gpu_ops"]
+        r["stage"]: r["share_pct"] for r in rows["stage_breakdown"] if r["trace"] == trace and r["gpu_ops"]
     }
     return out
 
@@ -223,7 +223,7 @@ def _timeline_calls(rows: list[dict], limit: int = TIMELINE_CALLS) -> list[dict]
 
 
 # Queries the report runs more than once (itself, in its headline, through findings): computed once
-# per trace (Trace.memoized). x22: the report's queries 1.6 -> 1.1 s.
+# per trace (Trace.memoized), not once per use.
 SHARED = ("gpu_breakdown", "gpu_timeline", "attention_calls", "kernel_precision", "launch_api", "occupancy")
 QUERIES = (
     "headline",
@@ -255,25 +255,47 @@ def build(sources, names=None, progress=None, all_findings: bool = False) -> Rep
     sources = list(sources)
     names = list(names) if names is not None else [None] * len(sources)
     opened = []
-    loaded = []
-    for s, n in zip(sources, names):
-        if isinstance(s, api.Trace):
-            loaded.append((s, n or str(s.path or "SOURCE")))
+    named_traces = []
+    for source, name in zip(sources, names):
+        if isinstance(source, api.Trace):
+            named_traces.append((source, name or str(source.path or "SOURCE")))
         else:
-            t = api.load(s)
-            opened.append(t)
-            loaded.append((t, n or str(s)))
+            trace = api.load(source)
+            opened.append(trace)
+            named_traces.append((trace, name or str(source)))
     try:
-        rep = _build(loaded, progress, __version__)
-        rep.every_finding = all_findings
-        return rep
+        report = _build(named_traces, progress, __version__)
+        report.every_finding = all_findings
+        return report
     finally:
-        for t in opened:
-            t.close()
+        for trace in opened:
+            trace.close()
 
 
-def _build(loaded, progress, version) -> Report:
-    steps_total = len(loaded) * (len(QUERIES) + 1)
+@dataclass
+class _SourceAnswers:
+    """What one source answered: every query's rows, its traces' labels and its findings."""
+
+    trace: api.Trace
+    name: str
+    rows: dict[str, list[dict]]  # query name -> rows, every trace of the source
+    labels: list[str]  # traces.trace, in trace_id order
+    findings: list
+
+
+def _build(named_traces, progress, version) -> Report:
+    answers = _answer(named_traces, progress)
+    reports, sides = _trace_reports(answers)
+    if len(answers) == 1:
+        _naive_first(reports, sides)
+    _compare_to_first(reports)
+    comparison = _stage_comparison(reports, sides) if len(reports) > 1 else None
+    return Report(reports, comparison, version)
+
+
+def _answer(named_traces, progress) -> list[_SourceAnswers]:
+    """Run ``QUERIES`` and the findings on each source, calling ``progress`` after each."""
+    steps_total = len(named_traces) * (len(QUERIES) + 1)
     done = 0
 
     def tick(what):
@@ -282,76 +304,95 @@ def _build(loaded, progress, version) -> Report:
         if progress:
             progress(done, steps_total, what)
 
-    per_source = []
-    for trace, name in loaded:
-        q = {}
+    answers = []
+    for trace, name in named_traces:
+        rows = {}
         with trace.memoized(SHARED):
-            for qname in QUERIES:
-                q[qname] = records(trace.query_arrow(qname))
-                tick(qname)
+            for query in QUERIES:
+                rows[query] = records(trace.query_arrow(query))
+                tick(query)
             labels = trace.arrow("SELECT trace FROM traces ORDER BY trace_id").column("trace").to_pylist()
             found = findings.run(trace)
         tick("findings")
-        per_source.append((trace, name, q, labels, found))
+        answers.append(_SourceAnswers(trace, name, rows, labels, found))
+    return answers
 
-    seen = Counter(label for *_, labels, _f in per_source for label in labels)
+
+def _trace_reports(answers: list[_SourceAnswers]) -> tuple[list[TraceReport], list[diff.Side]]:
+    """One ``TraceReport`` per trace of every source, in order, and the ``diff.Side`` of each."""
+    label_uses = Counter(label for answer in answers for label in answer.labels)
     # A label two sources share is told apart by the shortest distinguishing tail of the
     # sources' paths (A/graph_execution and B/graph_execution), as `load` does for files.
-    source_labels = sources.trace_labels([Path(name) for _, name, *_ in per_source])
-    out: list[TraceReport] = []
+    source_labels = sources.trace_labels([Path(answer.name) for answer in answers])
+    reports: list[TraceReport] = []
     sides = []
-    taken: Counter = Counter()
-    for (trace, name, q, labels, found), source_label in zip(per_source, source_labels):
-        for label in labels:
-            if seen[label] == 1:
+    shown_uses: Counter = Counter()
+    for answer, source_label in zip(answers, source_labels):
+        for label in answer.labels:
+            if label_uses[label] == 1:
                 shown = label
-            elif len(labels) == 1 and source_label != label:
+            elif len(answer.labels) == 1 and source_label != label:
                 shown = source_label
             else:
                 shown = f"{source_label}:{label}"
-            taken[shown] += 1
-            if taken[shown] > 1:  # the same source given twice
-                shown = f"{shown}#{taken[shown]}"
-            mine = [f for f in found if f.trace == label]
-            out.append(
-                TraceReport(
-                    label=shown,
-                    trace=label,
-                    source=name,
-                    headline=headline(label, q),
-                    stages=[r for r in q["stage_breakdown"] if r["trace"] == label],
-                    calls=[r for r in q["attention_calls"] if r["trace"] == label],
-                    timeline=_timeline_calls([r for r in q["call_timeline"] if r["trace"] == label]),
-                    steps=[r for r in q["step_summary"] if r["trace"] == label],
-                    findings=mine,
-                    breakdown=[r for r in q["gpu_breakdown"] if r["trace"] == label],
-                    top_ops=[r for r in q["op_summary"] if r["trace"] == label][:TOP_ROWS],
-                    top_modules=[r for r in q["module_summary"] if r["trace"] == label][:TOP_ROWS],
-                )
-            )
-            sides.append(diff.Side(trace, [label], shown))
-    if len(per_source) == 1:  # one SOURCE of several traces: the naive variant, when present, is the baseline
-        naive = [i for i, t in enumerate(out) if t.label == "naive"] or [
-            i for i, t in enumerate(out) if t.headline.get("impl") == "naive"
-        ]
-        if naive and naive[0] > 0:
-            i = naive[0]
-            out.insert(0, out.pop(i))
-            sides.insert(0, sides.pop(i))
-    first = out[0].headline["gpu_ns_per_call"] if out else None
-    for t in out:
-        own = t.headline["gpu_ns_per_call"]
-        t.headline["gpu_vs_first"] = own / first if first and own is not None and len(out) > 1 else None
-    comparison = None
-    if len(out) > 1:
-        per_call = all(t.headline["attention_calls"] for t in out)
-        comparison = {
-            "against": out[0].label,
-            "by": "stage",
-            "per_call": per_call,
-            "tables": {
-                t.label: records(diff.compare(sides[0], side, by="stage", per_call=per_call).arrow())
-                for t, side in zip(out[1:], sides[1:])
-            },
-        }
-    return Report(out, comparison, version)
+            shown_uses[shown] += 1
+            if shown_uses[shown] > 1:  # the same source given twice
+                shown = f"{shown}#{shown_uses[shown]}"
+            reports.append(_trace_report(answer, label, shown))
+            sides.append(diff.Side(answer.trace, [label], shown))
+    return reports, sides
+
+
+def _trace_report(answer: _SourceAnswers, trace: str, shown: str) -> TraceReport:
+    """The report of the trace labelled ``trace`` in ``answer``, shown as ``shown``."""
+
+    def of_trace(query: str) -> list[dict]:
+        return [r for r in answer.rows[query] if r["trace"] == trace]
+
+    return TraceReport(
+        label=shown,
+        trace=trace,
+        source=answer.name,
+        headline=headline(trace, answer.rows),
+        stages=of_trace("stage_breakdown"),
+        calls=of_trace("attention_calls"),
+        timeline=_timeline_calls(of_trace("call_timeline")),
+        steps=of_trace("step_summary"),
+        findings=[f for f in answer.findings if f.trace == trace],
+        breakdown=of_trace("gpu_breakdown"),
+        top_ops=of_trace("op_summary")[:TOP_ROWS],
+        top_modules=of_trace("module_summary")[:TOP_ROWS],
+    )
+
+
+def _naive_first(reports: list[TraceReport], sides: list[diff.Side]) -> None:
+    """One SOURCE of several traces: the naive variant, when present, becomes the baseline."""
+    naive = [i for i, t in enumerate(reports) if t.label == "naive"] or [
+        i for i, t in enumerate(reports) if t.headline.get("impl") == "naive"
+    ]
+    if naive and naive[0] > 0:
+        at = naive[0]
+        reports.insert(0, reports.pop(at))
+        sides.insert(0, sides.pop(at))
+
+
+def _compare_to_first(reports: list[TraceReport]) -> None:
+    """Fill each headline's ``gpu_vs_first``: its GPU time per call over the baseline's (several traces only)."""
+    first = reports[0].headline["gpu_ns_per_call"] if reports else None
+    for report in reports:
+        own = report.headline["gpu_ns_per_call"]
+        report.headline["gpu_vs_first"] = own / first if first and own is not None and len(reports) > 1 else None
+
+
+def _stage_comparison(reports: list[TraceReport], sides: list[diff.Side]) -> dict:
+    """Every trace after the first compared with it by stage (per call when every trace has calls)."""
+    per_call = all(t.headline["attention_calls"] for t in reports)
+    return {
+        "against": reports[0].label,
+        "by": "stage",
+        "per_call": per_call,
+        "tables": {
+            t.label: records(diff.compare(sides[0], side, by="stage", per_call=per_call).arrow())
+            for t, side in zip(reports[1:], sides[1:])
+        },
+    }

@@ -21,16 +21,19 @@ PARTS = ("computation", "exposed_communication", "exposed_memcpy", "idle")
 TOTALS = ("communication", "memcpy", "busy", "total")
 
 
-def _times(t: TraceReport) -> dict[str, tuple[int, float | None]]:
-    return {r["category"]: (r["time_ns"], r["pct"]) for r in t.breakdown}
+def _times(trace: TraceReport) -> dict[str, tuple[int, float | None]]:
+    return {r["category"]: (r["time_ns"], r["pct"]) for r in trace.breakdown}
 
 
-def line(t: TraceReport) -> str:
+def line(trace: TraceReport) -> str:
     """One line: each part's time and share of the span."""
-    times = _times(t)
+    times = _times(trace)
     if not times or not times.get("total", (0, None))[0]:
         return "no GPU ops"
-    parts = [f"{c.replace('_', ' ')} {fmt(times[c][0], 'ns')} ({fmt(times[c][1], 'pct')})" for c in PARTS]
+    parts = [
+        f"{category.replace('_', ' ')} {fmt(times[category][0], 'ns')} ({fmt(times[category][1], 'pct')})"
+        for category in PARTS
+    ]
     return ", ".join(parts) + f"; span {fmt(times['total'][0], 'ns')}"
 
 
@@ -39,16 +42,16 @@ def terminal(report: Report, console) -> None:
     from rich.text import Text
 
     console.print(Text("Where the GPU's time goes (gpu_breakdown, op_summary, module_summary)", style="bold"))
-    for t in report.traces:
-        console.print(Text(f"  {t.label}: ", style="bold") + Text(line(t)))
-        if t.top_ops:
+    for trace in report.traces:
+        console.print(Text(f"  {trace.label}: ", style="bold") + Text(line(trace)))
+        if trace.top_ops:
             # With its category, as the HTML list has it: op_summary's rows are (op, category), and a
             # graph replay's kernels, which have no op, would read "(no CPU op)" once per category.
-            ops = ", ".join(f"{r['op']} ({r['category']}) {fmt(r['share_pct'], 'pct')}" for r in t.top_ops)
+            ops = ", ".join(f"{r['op']} ({r['category']}) {fmt(r['share_pct'], 'pct')}" for r in trace.top_ops)
             console.print(Text(f"    top ops: {ops}"))
-        if t.top_modules:
-            mods = ", ".join(f"{r['module']} {fmt(r['share_pct'], 'pct')}" for r in t.top_modules)
-            console.print(Text(f"    top modules: {mods}"))
+        if trace.top_modules:
+            modules = ", ".join(f"{r['module']} {fmt(r['share_pct'], 'pct')}" for r in trace.top_modules)
+            console.print(Text(f"    top modules: {modules}"))
 
 
 def html(report: Report) -> list[str]:
@@ -59,26 +62,26 @@ def html(report: Report) -> list[str]:
         "span from the first GPU op to the last; communication and memcpy are totals, overlap included.</p>",
         # Scrolls inside its box like the headline table: many traces with long labels stay on the page.
         '<div class="scroll"><table class="breakdown"><thead><tr><th>category</th>'
-        + "".join(f"<th>{escape(t.label)}</th>" for t in report.traces)
+        + "".join(f"<th>{escape(trace.label)}</th>" for trace in report.traces)
         + "</tr></thead><tbody>",
     ]
-    for c in PARTS + TOTALS:
+    for category in PARTS + TOTALS:
         cells = []
-        for t in report.traces:
-            ns, pct = _times(t).get(c, (None, None))
+        for trace in report.traces:
+            ns, pct = _times(trace).get(category, (None, None))
             cells.append(f'<td class="num">{escape(fmt(ns, "ns"))} ({escape(fmt(pct, "pct"))})</td>')
-        out.append(f"<tr><th>{escape(c.replace('_', ' '))}</th>{''.join(cells)}</tr>")
+        out.append(f"<tr><th>{escape(category.replace('_', ' '))}</th>{''.join(cells)}</tr>")
     out.append("</tbody></table></div>")
-    for t in report.traces:
-        if not (t.top_ops or t.top_modules):
+    for trace in report.traces:
+        if not (trace.top_ops or trace.top_modules):
             continue
-        out.append(f'<h3>{escape(t.label)}</h3><ul style="word-break: break-all">')
-        for r in t.top_ops:
+        out.append(f'<h3>{escape(trace.label)}</h3><ul style="word-break: break-all">')
+        for r in trace.top_ops:
             out.append(
                 f"<li>op <code>{escape(r['op'])}</code> ({escape(r['category'])}): {escape(fmt(r['kernel_ns'], 'ns'))}, "
                 f"{escape(fmt(r['share_pct'], 'pct'))} of GPU op time, {r['calls']} calls</li>"
             )
-        for r in t.top_modules:
+        for r in trace.top_modules:
             out.append(
                 f"<li>module <code>{escape(r['module'])}</code>: {escape(fmt(r['gpu_ns'], 'ns'))} "
                 f"({escape(fmt(r['share_pct'], 'pct'))}), self {escape(fmt(r['self_gpu_ns'], 'ns'))}, "

@@ -108,21 +108,21 @@ def print_report(report: Report, console=None, html_hint: bool = True) -> None:
 
 
 def _print_comparison(report, console, Table, box, Text) -> None:
-    c = report.comparison
-    basis = "per attention call" if c["per_call"] else "totals"
-    sfx = "_per_call" if c["per_call"] else ""
-    for label, rows in c["tables"].items():
-        console.print(Text(f"\n{label} vs {c['against']}, by stage ({basis}; tracekit diff)", style="bold"))
+    comparison = report.comparison
+    basis = "per attention call" if comparison["per_call"] else "totals"
+    suffix = "_per_call" if comparison["per_call"] else ""
+    for label, rows in comparison["tables"].items():
+        console.print(Text(f"\n{label} vs {comparison['against']}, by stage ({basis}; tracekit diff)", style="bold"))
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
-        for name in ("stage", "change", c["against"], label, "delta", "delta %", "ratio"):
+        for name in ("stage", "change", comparison["against"], label, "delta", "delta %", "ratio"):
             table.add_column(name, justify="left" if name in ("stage", "change") else "right", overflow="fold")
         for r in rows:
             table.add_row(
                 r["stage"],
                 r["change"],
-                fmt(r[f"a_ns{sfx}"], "ns"),
-                fmt(r[f"b_ns{sfx}"], "ns"),
-                fmt(r[f"delta_ns{sfx}"], "ns"),
+                fmt(r[f"a_ns{suffix}"], "ns"),
+                fmt(r[f"b_ns{suffix}"], "ns"),
+                fmt(r[f"delta_ns{suffix}"], "ns"),
                 fmt(r["delta_pct"], "pct"),
                 fmt(r["ratio"], "x"),
             )
@@ -321,40 +321,40 @@ def _plots(report: Report) -> list[str]:
 
 
 def _comparison(report: Report) -> list[str]:
-    c = report.comparison
-    assert c is not None  # only called for a report that compares
-    sfx = "_per_call" if c["per_call"] else ""
-    basis = "per attention call" if c["per_call"] else "totals"
+    comparison = report.comparison
+    assert comparison is not None  # only called for a report that compares
+    suffix = "_per_call" if comparison["per_call"] else ""
+    basis = "per attention call" if comparison["per_call"] else "totals"
     out = [
         '<section id="comparison"><h2>Comparison with the first trace</h2>',
         (
-            f'<p class="muted">GPU time by stage against <b>{escape(c["against"])}</b> ({basis}), '
+            f'<p class="muted">GPU time by stage against <b>{escape(comparison["against"])}</b> ({basis}), '
             "sorted by impact; the same as <code>tracekit diff</code>.</p>"
         ),
     ]
-    for label, rows in c["tables"].items():
-        out.append(f"<h3>{escape(label)} vs {escape(c['against'])}</h3>")
+    for label, rows in comparison["tables"].items():
+        out.append(f"<h3>{escape(label)} vs {escape(comparison['against'])}</h3>")
         out.append(
             f'<div class="scroll"><table class="diff" data-trace="{escape(label)}"><thead><tr>'
             "<th>stage</th><th>change</th>"
-            f"<th>GPU ops {escape(c['against'])}</th><th>GPU ops {escape(label)}</th>"
-            f"<th>{escape(c['against'])}</th><th>{escape(label)}</th><th>delta</th><th>delta %</th>"
+            f"<th>GPU ops {escape(comparison['against'])}</th><th>GPU ops {escape(label)}</th>"
+            f"<th>{escape(comparison['against'])}</th><th>{escape(label)}</th><th>delta</th><th>delta %</th>"
             "<th>ratio</th></tr></thead><tbody>"
         )
         for r in rows:
             cells = [
-                ("a_gpu_ops" + sfx, "num"),
-                ("b_gpu_ops" + sfx, "num"),
-                ("a_ns" + sfx, "ns"),
-                ("b_ns" + sfx, "ns"),
-                ("delta_ns" + sfx, "ns"),
+                ("a_gpu_ops" + suffix, "num"),
+                ("b_gpu_ops" + suffix, "num"),
+                ("a_ns" + suffix, "ns"),
+                ("b_ns" + suffix, "ns"),
+                ("delta_ns" + suffix, "ns"),
                 ("delta_pct", "pct"),
                 ("ratio", "x"),
             ]
             out.append(f"<tr><th>{escape(r['stage'])}</th><td>{escape(r['change'])}</td>")
             out += [
-                f'<td class="num" data-key="{k}" data-value="{escape(_data(r[k]))}">{escape(fmt(r[k], u))}</td>'
-                for k, u in cells
+                f'<td class="num" data-key="{key}" data-value="{escape(_data(r[key]))}">{escape(fmt(r[key], unit))}</td>'
+                for key, unit in cells
             ]
             out.append("</tr>")
         out.append("</tbody></table></div>")

@@ -39,8 +39,8 @@ INSERT_ROWS = 500  # rows per bound INSERT (DuckDB binds a statement's parameter
 
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Iterable[Iterable]) -> None:
     """Insert ``rows`` (tuples of one width) into ``table``: one bound ``INSERT ... VALUES (?, ?), (?, ?)``
-    per ``INSERT_ROWS`` rows. ``executemany`` runs one statement per row: ~2 ms each, and a commit
-    each outside a transaction."""
+    per ``INSERT_ROWS`` rows. ``executemany`` runs one statement per row, each with a statement's
+    fixed cost, and a commit each outside a transaction."""
     values = [tuple(r) for r in rows]
     for at in range(0, len(values), INSERT_ROWS):
         chunk = values[at : at + INSERT_ROWS]

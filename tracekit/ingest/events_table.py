@@ -62,6 +62,8 @@ Progress = Callable[[int, int, str], None]
 
 @dataclass
 class _Staged:
+    """One trace of a batch: its id and label, its staged parts and the reader that reads them."""
+
     trace_id: int
     label: str
     staged: StagedTrace
@@ -71,8 +73,8 @@ class _Staged:
 
 
 # Columns stored with a compression of their own rather than the one DuckDB picks. events.args
-# (large JSON texts): zstd writes it in a third of the CPU time of DuckDB's default string
-# compression (x22: 0.27 against 0.84 s) into half the bytes (13 against 28 MB).
+# (large JSON texts): zstd writes it in far less CPU time than DuckDB's default string
+# compression, into fewer bytes (bench/HISTORY.md, "Figures behind code comments").
 COMPRESSION = {("events", "args"): "zstd"}
 
 
@@ -117,40 +119,10 @@ def ingest(
     labels = labels or trace_labels([s.path for s in sources])
     outputs.clean_staging(tmp_dir)  # what loads killed mid-way left behind
     workdir = Path(tempfile.mkdtemp(prefix=outputs.stage_prefix(), dir=tmp_dir))
-    done = 0
     skipped: list[str] = []
-    loaded = 0
-    next_id = con.execute("SELECT coalesce(max(trace_id), 0) + 1 FROM traces").fetchall()[0][0]
-    first_id = next_id
+    first_id = con.execute("SELECT coalesce(max(trace_id), 0) + 1 FROM traces").fetchall()[0][0]
     try:
-        batch: list[_Staged] = []
-        batch_bytes = 0
-        for source, label in zip(sources, labels):
-            if progress:
-                progress(done, total, str(source.path))
-            rd = formats.for_path(source.path)
-            if batch and rd is not batch[0].reader:  # a batch is read by one reader's SELECT
-                loaded += _load_batch(con, batch, workdir, skipped)
-                batch, batch_bytes = [], 0
-            try:
-                st = rd.stage(source.path, workdir, f"t{next_id}")
-            except NotATraceError:
-                if not source.from_directory:
-                    raise
-                skipped.append(str(source.path))
-                continue
-            size = source.path.stat().st_size
-            batch.append(_Staged(next_id, label, st, size, rd, source.from_directory))
-            next_id += 1
-            batch_bytes += st.body_bytes
-            done += size
-            if batch_bytes >= BATCH_BYTES:
-                loaded += _load_batch(con, batch, workdir, skipped)
-                batch, batch_bytes = [], 0
-        if batch:
-            loaded += _load_batch(con, batch, workdir, skipped)
-        if progress:
-            progress(total, total, "")
+        loaded = _stage_and_load(con, sources, labels, first_id, workdir, skipped, progress, total)
     except (OSError, duckdb.Error) as exc:
         # Python writes only the staging copy; DuckDB's errors name the file they failed on.
         if outputs.is_space_error(exc) and (isinstance(exc, OSError) or str(workdir) in str(exc)):
@@ -168,6 +140,53 @@ def ingest(
         raise TraceFormatError(sources[0].path.parent if len(sources) > 1 else sources[0].path, "no traces to load")
     if relabel:
         capture_labels(con, first_id)
+    return loaded
+
+
+def _stage_and_load(
+    con: duckdb.DuckDBPyConnection,
+    sources: list[Source],
+    labels: list[str],
+    first_id: int,
+    workdir: Path,
+    skipped: list[str],
+    progress: Progress | None,
+    total: int,
+) -> int:
+    """Stage each source into ``workdir`` and load the staged traces in batches (about ``BATCH_BYTES``
+    of events each, one reader per batch), numbered from ``first_id``; return the traces loaded. A
+    file found in a directory that is not a trace is added to ``skipped``."""
+    done = 0
+    loaded = 0
+    trace_id = first_id
+    batch: list[_Staged] = []
+    batch_bytes = 0
+    for source, label in zip(sources, labels):
+        if progress:
+            progress(done, total, str(source.path))
+        reader = formats.for_path(source.path)
+        if batch and reader is not batch[0].reader:  # a batch is read by one reader's SELECT
+            loaded += _load_batch(con, batch, workdir, skipped)
+            batch, batch_bytes = [], 0
+        try:
+            staged = reader.stage(source.path, workdir, f"t{trace_id}")
+        except NotATraceError:
+            if not source.from_directory:
+                raise
+            skipped.append(str(source.path))
+            continue
+        size = source.path.stat().st_size
+        batch.append(_Staged(trace_id, label, staged, size, reader, source.from_directory))
+        trace_id += 1
+        batch_bytes += staged.body_bytes
+        done += size
+        if batch_bytes >= BATCH_BYTES:
+            loaded += _load_batch(con, batch, workdir, skipped)
+            batch, batch_bytes = [], 0
+    if batch:
+        loaded += _load_batch(con, batch, workdir, skipped)
+    if progress:
+        progress(total, total, "")
     return loaded
 
 
@@ -204,7 +223,7 @@ def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> No
     # The insert kept file order (parallel, order-preserving), so the row
     # number is the ordinal, and plus the batch's base the id: numbering the
     # rows during the scan would serialize it. Both are filled on the copy
-    # below rather than by an UPDATE of the batch (0.2 s per 1.5M events).
+    # below rather than by an UPDATE of the batch, which rewrote every row.
     first_rows = dict(con.execute("SELECT trace_id, min(rowid) FROM _events_batch GROUP BY trace_id").fetchall())
     try:
         # A failed load leaves no output: the caller discards the database.
@@ -212,8 +231,7 @@ def _insert_events(con, batch: list[_Staged], workdir: Path, id_base: int) -> No
         if first_rows:
             # Rows carry their ids now, so the copy into the stored table need not
             # keep their order: unordered, DuckDB compresses and writes row groups
-            # in parallel during the insert instead of at the final checkpoint
-            # (measured: 1.3 s instead of 2.2 s for 1.5M events).
+            # in parallel during the insert instead of at the final checkpoint.
             con.execute("SET preserve_insertion_order = false")
             try:
                 con.execute(f"INSERT INTO events BY NAME {_copy_select('_events_batch', id_base, first_rows)}")
@@ -232,17 +250,17 @@ def _insert_typed(con, batch: list[_Staged]) -> bool:
     value of another type, an element that is not an object, a bad split
     guess) proves nothing either: the exact read then says what is wrong.
     """
-    rd = batch[0].reader
-    if rd.typed_sql is None or any(st.staged.colons is None for st in batch):
+    reader = batch[0].reader
+    if reader.typed_sql is None or any(trace.staged.colons is None for trace in batch):
         return False
     try:
-        con.execute(f"INSERT INTO _events_batch BY NAME {rd.typed_sql([st.staged for st in batch])}")
+        con.execute(f"INSERT INTO _events_batch BY NAME {reader.typed_sql([trace.staged for trace in batch])}")
         sums = dict(con.execute("SELECT trace_id, sum(_colons) FROM _events_batch GROUP BY trace_id").fetchall())
     except duckdb.InterruptException:
         raise
     except duckdb.Error:
         sums = None
-    if sums is not None and all(sums.get(st.trace_id, 0) == st.staged.colons for st in batch):
+    if sums is not None and all(sums.get(trace.trace_id, 0) == trace.staged.colons for trace in batch):
         return True
     # Row ids number the events (below): the exact read starts again from an empty table.
     con.execute("CREATE OR REPLACE TEMP TABLE _events_batch AS SELECT * FROM _events_batch LIMIT 0")
@@ -258,10 +276,10 @@ def _insert_exact(con, batch: list[_Staged], workdir: Path) -> None:
     """
     while True:
         try:
-            parts = [p for st in batch for p in st.staged.parts]
+            parts = [p for trace in batch for p in trace.staged.parts]
             con.execute(f"INSERT INTO _events_batch BY NAME {batch[0].reader.select_sql(parts)}")
         except duckdb.Error as exc:
-            bad = next((st for st in batch if any(str(p) in str(exc) for p in st.staged.parts)), None)
+            bad = next((trace for trace in batch if any(str(p) in str(exc) for p in trace.staged.parts)), None)
             if bad is None or bad.staged.exact or "JSON" not in str(exc):
                 # The staging copy's name means nothing to the user: the error names the trace.
                 message = re.sub(r'\s*in file "[^"]*",?', "", _first_line(exc))
@@ -315,21 +333,21 @@ def _load_batch(con, batch: list[_Staged], workdir: Path, skipped: list[str]) ->
         ).fetchall()
     }
     loaded = 0
-    for st in batch:
-        if st.trace_id not in stats:
-            if st.from_directory:  # one empty rank does not fail the directory
-                skipped.append(str(st.staged.path))
+    for trace in batch:
+        if trace.trace_id not in stats:
+            if trace.from_directory:  # one empty rank does not fail the directory
+                skipped.append(str(trace.staged.path))
                 continue
-            raise TraceFormatError(st.staged.path, "JSON without events: 'traceEvents' is empty")
+            raise TraceFormatError(trace.staged.path, "JSON without events: 'traceEvents' is empty")
         loaded += 1
         try:
-            _insert_trace(con, st, stats[st.trace_id])
+            _insert_trace(con, trace, stats[trace.trace_id])
         except duckdb.Error as exc:
             problem = _first_line(exc)
             if "surrogate" in problem:
                 problem = "invalid UTF-8 in a header string (the trace must be UTF-8 text)"
-            raise TraceFormatError(st.staged.path, f"a header value cannot be stored: {problem}") from None
-        for p in st.staged.parts:
+            raise TraceFormatError(trace.staged.path, f"a header value cannot be stored: {problem}") from None
+        for p in trace.staged.parts:
             p.unlink(missing_ok=True)
     return loaded
 
@@ -354,14 +372,14 @@ def _check_values(con, batch: list[_Staged], table: str, first_rows: dict[int, i
     if not rows:
         return
     trace_id, n, row, ph, name, what = rows[0]
-    path = next(st.staged.path for st in batch if st.trace_id == trace_id)
+    path = next(trace.staged.path for trace in batch if trace.trace_id == trace_id)
     more = f" (and {n - 1} more such events)" if n > 1 else ""
     desc = f"ph={ph!r} name={name!r}" if ph is not None or name is not None else "no ph or name"
     raise TraceFormatError(path, f"event #{row - first_rows[trace_id]} in traceEvents ({desc}) {what}{more}")
 
 
 def _device_row(trace_id: int, props: dict) -> tuple:
-    def num(*keys):
+    def number(*keys):
         for k in keys:
             v = props.get(k)
             if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -369,40 +387,40 @@ def _device_row(trace_id: int, props: dict) -> tuple:
         return None
 
     major, minor = props.get("computeMajor"), props.get("computeMinor")
-    cc = f"{major}.{minor}" if major is not None and minor is not None else None
+    compute_capability = f"{major}.{minor}" if major is not None and minor is not None else None
     return (
         trace_id,
-        num("id"),
+        number("id"),
         props.get("name"),
-        cc,
-        num("totalGlobalMem"),
-        num("numSms"),
-        num("warpSize"),
-        num("maxThreadsPerBlock"),
-        num("maxThreadsPerMultiprocessor"),
-        num("regsPerBlock"),
-        num("regsPerMultiprocessor"),
-        num("sharedMemPerBlock"),
-        num("sharedMemPerMultiprocessor", "maxSharedMemoryPerMultiProcessor"),
-        num("sharedMemPerBlockOptin"),
+        compute_capability,
+        number("totalGlobalMem"),
+        number("numSms"),
+        number("warpSize"),
+        number("maxThreadsPerBlock"),
+        number("maxThreadsPerMultiprocessor"),
+        number("regsPerBlock"),
+        number("regsPerMultiprocessor"),
+        number("sharedMemPerBlock"),
+        number("sharedMemPerMultiprocessor", "maxSharedMemoryPerMultiProcessor"),
+        number("sharedMemPerBlockOptin"),
         json.dumps(props),
     )
 
 
-def _insert_trace(con, st: _Staged, stats: tuple) -> None:
-    header = st.staged.header
+def _insert_trace(con, trace: _Staged, stats: tuple) -> None:
+    header = trace.staged.header
     events, first_ts, last_end = stats
-    dist = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else None
+    distributed = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else None
     base = header.get("baseTimeNanoseconds")
     row = {
-        "trace_id": st.trace_id,
-        "trace": st.label,
-        "path": str(st.staged.path),
-        "form": st.staged.form,
-        "file_bytes": st.file_bytes,
-        "events_bytes": st.staged.body_bytes,
+        "trace_id": trace.trace_id,
+        "trace": trace.label,
+        "path": str(trace.staged.path),
+        "form": trace.staged.form,
+        "file_bytes": trace.file_bytes,
+        "events_bytes": trace.staged.body_bytes,
         "events": events,
-        **ranks.identity(header, st.staged.path),
+        **ranks.identity(header, trace.staged.path),
         "loaded_on": ranks.loaded_on(),
         "schema_version": None if header.get("schemaVersion") is None else str(header.get("schemaVersion")),
         "trace_name": header.get("traceName") if isinstance(header.get("traceName"), str) else None,
@@ -410,7 +428,7 @@ def _insert_trace(con, st: _Staged, stats: tuple) -> None:
         "base_time_ns": base if isinstance(base, int) else None,
         "first_ts_ns": first_ts,
         "last_end_ns": last_end,
-        "distributed_info": None if dist is None else json.dumps(dist),
+        "distributed_info": None if distributed is None else json.dumps(distributed),
         "metadata": json.dumps(header),
     }
     con.execute(
@@ -419,6 +437,6 @@ def _insert_trace(con, st: _Staged, stats: tuple) -> None:
     )
     devices = header.get("deviceProperties")
     if isinstance(devices, list):
-        rows = [_device_row(st.trace_id, d) for d in devices if isinstance(d, dict)]
+        rows = [_device_row(trace.trace_id, d) for d in devices if isinstance(d, dict)]
         if rows:
             insert_rows(con, "devices", rows)

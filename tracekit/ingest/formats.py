@@ -65,19 +65,19 @@ READERS: tuple[Reader, ...] = (JSON,)
 
 def suffixes() -> tuple[str, ...]:
     """Every file name ending some reader takes."""
-    return tuple(s for r in READERS for s in r.suffixes)
+    return tuple(suffix for reader in READERS for suffix in reader.suffixes)
 
 
 def is_trace_name(name: str) -> bool:
     """True for file names some reader takes (``*.json``, ``*.json.gz``, ``*.pt.trace.json*``)."""
-    return any(r.matches(Path(name)) for r in READERS)
+    return any(reader.matches(Path(name)) for reader in READERS)
 
 
 def for_path(path: Path) -> Reader:
     """The reader for ``path``: by name, else the JSON reader (a trace given by name is read whatever it is called)."""
-    for r in READERS:
-        if r.matches(path):
-            return r
+    for reader in READERS:
+        if reader.matches(path):
+            return reader
     if not READERS:  # pragma: no cover - the registry always holds JSON
         raise TraceFormatError(path, "no reader for this file")
     return JSON

@@ -38,15 +38,15 @@ SOURCE_REFERENCE = "reference"
 SOURCE_COLLECTIVES = "collective ends"
 
 
-def _dict(value) -> dict:
+def _as_dict(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _int(value) -> int | None:
+def _as_int(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _str(value) -> str | None:
+def _as_text(value) -> str | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
     return value if isinstance(value, str) and value.strip() else None
@@ -54,30 +54,30 @@ def _str(value) -> str | None:
 
 def host_from_name(path: Path) -> str | None:
     """The host field of a capture-layout file name, if the name has that layout."""
-    m = _CAPTURE_NAME.match(path.name)
-    return m.group(1) if m else None
+    match = _CAPTURE_NAME.match(path.name)
+    return match.group(1) if match else None
 
 
 def identity(header: Mapping, path: Path) -> dict[str, object]:
     """rank, rank_source, world_size, local_rank, job and host of one trace (None where nothing tells)."""
-    dist = _dict(header.get("distributedInfo"))
-    cap = _dict(header.get(CAPTURE_KEY))
+    distributed = _as_dict(header.get("distributedInfo"))
+    captured = _as_dict(header.get(CAPTURE_KEY))
     rank, source = None, None
-    if _int(dist.get("rank")) is not None:
-        rank, source = dist["rank"], "distributedInfo"
-    elif _int(cap.get("rank")) is not None:
-        rank, source = cap["rank"], CAPTURE_KEY
+    if _as_int(distributed.get("rank")) is not None:
+        rank, source = distributed["rank"], "distributedInfo"
+    elif _as_int(captured.get("rank")) is not None:
+        rank, source = captured["rank"], CAPTURE_KEY
     elif (named := rank_from_name(path)) is not None:
         rank, source = named, "file name"
     return {
         "rank": rank,
         "rank_source": source,
-        "world_size": _int(dist.get("world_size"))
-        if _int(dist.get("world_size")) is not None
-        else _int(cap.get("world_size")),
-        "local_rank": _int(cap.get("local_rank")),
-        "job": _str(cap.get("job_id")),
-        "host": _str(cap.get("host")) or _str(header.get("host_name")) or host_from_name(path),
+        "world_size": _as_int(distributed.get("world_size"))
+        if _as_int(distributed.get("world_size")) is not None
+        else _as_int(captured.get("world_size")),
+        "local_rank": _as_int(captured.get("local_rank")),
+        "job": _as_text(captured.get("job_id")),
+        "host": _as_text(captured.get("host")) or _as_text(header.get("host_name")) or host_from_name(path),
     }
 
 
@@ -115,21 +115,21 @@ def align_clocks(con: duckdb.DuckDBPyConnection) -> None:
     alone = con.execute("SELECT count(*) = count(DISTINCT coalesce(job, '')) FROM traces").fetchall()[0][0]
     if alone:
         # One trace per job is its job's reference: no need to find its collectives (a scan of every
-        # kernel name, 0.15 s for 1.5M events).
+        # kernel name).
         con.execute("UPDATE traces SET clock_offset_ns = 0, clock_source = 'reference'")
         return
     con.execute(
-        """CREATE OR REPLACE TEMP TABLE _ck AS
+        """CREATE OR REPLACE TEMP TABLE _job_collectives AS
            SELECT c.trace_id, coalesce(t.job, '') AS job, c.pg, c.collective, c.instance, c.part, c.end_ns
            FROM collective_kernels c JOIN traces t USING (trace_id) WHERE NOT c.p2p"""
     )
     # The reference of each job: its lowest rank among traces with collectives (else its lowest rank).
     con.execute(
-        """CREATE OR REPLACE TEMP TABLE _off AS
+        """CREATE OR REPLACE TEMP TABLE _clock_offsets AS
            SELECT trace_id, 0::BIGINT AS offset_ns, 'reference' AS source FROM (
                SELECT t.trace_id, row_number() OVER (
                    PARTITION BY coalesce(t.job, '')
-                   ORDER BY t.trace_id IN (SELECT trace_id FROM _ck) DESC, t.rank NULLS LAST, t.trace_id) AS n
+                   ORDER BY t.trace_id IN (SELECT trace_id FROM _job_collectives) DESC, t.rank NULLS LAST, t.trace_id) AS n
                FROM traces t)
            WHERE n = 1"""
     )
@@ -137,23 +137,23 @@ def align_clocks(con: duckdb.DuckDBPyConnection) -> None:
         # Each instance is anchored on one aligned rank (the first by trace_id), so
         # the work is linear in the kernels, whatever the size of the groups.
         added = con.execute(
-            f"""INSERT INTO _off
+            f"""INSERT INTO _clock_offsets
                 WITH anchor AS (
                     SELECT k.job, k.pg, k.collective, k.instance, k.part,
                            arg_min(k.end_ns - o.offset_ns, k.trace_id) AS aligned_end
-                    FROM _ck k JOIN _off o USING (trace_id)
+                    FROM _job_collectives k JOIN _clock_offsets o USING (trace_id)
                     GROUP BY ALL
                 )
                 SELECT u.trace_id, median(u.end_ns - a.aligned_end)::BIGINT, '{SOURCE_COLLECTIVES}'
-                FROM _ck u JOIN anchor a USING (job, pg, collective, instance, part)
-                WHERE u.trace_id NOT IN (SELECT trace_id FROM _off)
+                FROM _job_collectives u JOIN anchor a USING (job, pg, collective, instance, part)
+                WHERE u.trace_id NOT IN (SELECT trace_id FROM _clock_offsets)
                 GROUP BY u.trace_id"""
         ).fetchall()[0][0]
         if not added:
             break
     con.execute(
         """UPDATE traces SET clock_offset_ns = o.offset_ns, clock_source = o.source
-           FROM _off o WHERE traces.trace_id = o.trace_id"""
+           FROM _clock_offsets o WHERE traces.trace_id = o.trace_id"""
     )
-    con.execute("DROP TABLE _ck")
-    con.execute("DROP TABLE _off")
+    con.execute("DROP TABLE _job_collectives")
+    con.execute("DROP TABLE _clock_offsets")

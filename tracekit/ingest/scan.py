@@ -2,7 +2,8 @@
 
 A Kineto trace is one JSON object whose ``traceEvents`` array holds almost all
 of the bytes. Parsing the whole object in Python (or as one DuckDB JSON value)
-is the slow path the design notes measured (20+ s, GBs of RAM for 500 MB).
+is the slow path: it holds every event as an object at once, many times the
+file's size in memory, and takes far longer than the parse of its parts below.
 Instead we stream the file once: the small keys before the array are parsed
 with ``json``, the array's bytes are copied into part files of about
 ``PART_BYTES`` each (split between two events, so DuckDB can read the parts
@@ -57,7 +58,7 @@ MAX_HEAD_BYTES = 256 << 20
 # array was found (arrays of later top-level keys end in "]" too).
 _TAIL_PATIENCE = 256
 
-_WS = " \t\n\r"
+_WHITESPACE = " \t\n\r"
 _SPLIT = re.compile(rb"\}\s*,\s*\{")
 _DECODER = json.JSONDecoder()
 
@@ -110,7 +111,7 @@ def _read(stream, path: Path, n: int) -> bytes:
 
 def _skip_ws(text: str, i: int) -> int:
     n = len(text)
-    while i < n and text[i] in _WS:
+    while i < n and text[i] in _WHITESPACE:
         i += 1
     return i
 
@@ -215,25 +216,25 @@ def _find_array_end(tail: str, form: str) -> tuple[int, dict] | None:
     Returns ``(index, trailing_keys)`` or None when no end is in the tail.
     """
     if form == "array":
-        j = len(tail.rstrip(_WS))
+        j = len(tail.rstrip(_WHITESPACE))
         if j and tail[j - 1] == "]":
             return j - 1, {}
         return None
     best = None
     misses = 0
-    hi = len(tail)
+    before = len(tail)
     while True:
-        k = tail.rfind("]", 0, hi)
-        if k < 0:
+        bracket = tail.rfind("]", 0, before)
+        if bracket < 0:
             break
-        rest = _tail_object(tail, k + 1)
+        rest = _tail_object(tail, bracket + 1)
         if rest is not None:
-            best, misses = (k, rest), 0
+            best, misses = (bracket, rest), 0
         elif best is not None:
             misses += 1
             if misses >= _TAIL_PATIENCE:
                 break
-        hi = k
+        before = bracket
     return best
 
 
@@ -263,8 +264,8 @@ class _PartWriter:
             part[2] += cut
             self.fh.write(b"]")
             self.fh.close()
-            nxt = m.end() - 1  # the next event's "{"
-            data, body_offset = data[nxt:], body_offset + nxt
+            next_event = m.end() - 1  # the next event's "{"
+            data, body_offset = data[next_event:], body_offset + next_event
             self._open(body_offset)
             part = self.parts[-1]
         self.fh.write(data)
@@ -298,29 +299,29 @@ def stage(path: Path, workdir: Path, stem: str, split: bool = True) -> StagedTra
     """
     path = Path(path)
     with open_stream(path) as stream:
-        buf = b""
+        head = b""
         at_eof = False
         while True:
             chunk = _read(stream, path, BLOCK_BYTES)
             at_eof = not chunk
-            buf += chunk
-            text = buf.decode("utf-8", "surrogateescape")
+            head += chunk
+            text = head.decode("utf-8", "surrogateescape")
             try:
-                form, header, idx = _parse_head(text, at_eof, path)
+                form, header, events_start = _parse_head(text, at_eof, path)
                 break
             except _NeedMore:
-                if len(buf) > MAX_HEAD_BYTES:
+                if len(head) > MAX_HEAD_BYTES:
                     raise TraceFormatError(
                         path, f"no 'traceEvents' array in the first {MAX_HEAD_BYTES >> 20} MB of the top-level object"
                     ) from None
-        start = len(text[:idx].encode("utf-8", "surrogateescape"))
+        start = len(text[:events_start].encode("utf-8", "surrogateescape"))
         if not isinstance(stream, gzip.GzipFile):
             staged = _stage_plain(path, stream, form, header, start, workdir, stem, split)
             if staged is not None:
                 return staged
         writer = _PartWriter(workdir, stem, split)
         counted = _Scan()  # as the blocks are written, not by reading the parts back
-        body = buf[start:]
+        body = head[start:]
         offset = 0
         recent = [b"", b""]  # the last two blocks: where the array usually ends
         while True:
@@ -334,24 +335,24 @@ def stage(path: Path, workdir: Path, stem: str, split: bool = True) -> StagedTra
             body = _read(stream, path, BLOCK_BYTES)
             at_eof = not body
     # The array ends in the last blocks unless the keys after it are huge.
-    prev = b"".join(recent)
-    tail_start = offset - len(prev)
-    tail = prev.decode("utf-8", "surrogateescape")
+    last_blocks = b"".join(recent)
+    tail_start = offset - len(last_blocks)
+    tail = last_blocks.decode("utf-8", "surrogateescape")
     found = _find_array_end(tail, form)
     if found is None:
         if form == "array":
             # Chrome's array format allows the closing bracket to be missing.
             # What finish cuts after the last event is white space and a comma: no ':'.
             parts = writer.finish(offset, strip_comma=True)
-            return StagedTrace(path, form, {}, parts, offset, colons=counted.n, legacy_ids=counted.legacy)
+            return StagedTrace(path, form, {}, parts, offset, colons=counted.colons, legacy_ids=counted.legacy)
         writer.finish(offset, strip_comma=False)
         raise TraceFormatError(path, "truncated JSON: the 'traceEvents' array is never closed")
-    k, trailing = found
-    end = tail_start + len(tail[:k].encode("utf-8", "surrogateescape"))
+    array_end, trailing = found
+    end = tail_start + len(tail[:array_end].encode("utf-8", "surrogateescape"))
     header.update(trailing)
     parts = writer.finish(end, strip_comma=False)
     # The bytes from the array's end on were counted too, and finish cut them: they lie in the tail.
-    colons = None if counted.n is None else counted.n - prev[end - tail_start :].count(b":")
+    colons = None if counted.colons is None else counted.colons - last_blocks[end - tail_start :].count(b":")
     # (The tail after the array may hold "external id" too: legacy_ids errs on the safe side.)
     return StagedTrace(path, form, header, parts, end, colons=colons, legacy_ids=counted.legacy)
 
@@ -362,7 +363,7 @@ def _stage_plain(
     """``stage`` for an uncompressed file: the end of the array from the file's tail, the split
     points from a block read at each ``PART_BYTES`` boundary, and each part's bytes copied file
     to file by the kernel (``os.copy_file_range``) rather than read into Python and written back
-    (304 MB: 0.6 s wall and 0.12 s CPU instead of 2.4 s and 0.42 s, loaded machine), two parts at
+    (a fraction of the time and CPU), two parts at
     a time, each then read back for ``count_colons``. The parts are those ``_PartWriter`` would
     write. None when the array's end is not in the tail: the streaming path then reports the
     problem (or reads an unterminated Chrome array).
@@ -376,8 +377,8 @@ def _stage_plain(
     if found is None:
         fh.seek(read_to)  # the streaming path reads on from where the head's reading stopped
         return None
-    k, trailing = found
-    end = tail_start + len(tail[:k].encode("utf-8", "surrogateescape"))  # file offset of the closing "]"
+    array_end, trailing = found
+    end = tail_start + len(tail[:array_end].encode("utf-8", "surrogateescape"))  # file offset of the closing "]"
     header.update(trailing)
     ranges = []  # (first byte, end) of each part's content, file offsets
     first = start
@@ -398,20 +399,20 @@ def _stage_plain(
         header,
         parts,
         end - start,
-        colons=_add([s.n for s in scans]),
-        legacy_ids=any(s.legacy for s in scans),
+        colons=_sum_or_none([scan.colons for scan in scans]),
+        legacy_ids=any(scan.legacy for scan in scans),
     )
 
 
 def _copy_part(path: Path, part: Path, span: tuple[int, int]) -> _Scan:
     """Write bytes ``span`` of ``path`` as the part file ``part`` (a JSON array); the scan of its bytes."""
-    a, b = span
+    first, end = span
     with open(path, "rb") as src, open(part, "wb") as out:  # its own handles: parts are copied side by side
         out.write(b"[")
         out.flush()
-        _copy_range(src, out, a, b - a, path)
+        _copy_range(src, out, first, end - first, path)
         out.write(b"]")
-    return _scan(path, a, b - a)
+    return _scan(path, first, end - first)
 
 
 # A \u0030-\u003f escape (\u003a is ':') in the raw bytes: a ':' the byte count would miss.
@@ -423,18 +424,18 @@ _LEGACY_KEY = b'"external id"'
 
 class _Scan:
     """What the typed read needs to know of consecutive blocks of bytes (also across their
-    boundaries): ``n``, their ``:`` bytes, None once they hold a ``\\u003`` escape, which may write
+    boundaries): ``colons``, their ``:`` bytes, None once they hold a ``\\u003`` escape, which may write
     a ``:`` that has no byte of its own; ``legacy``, whether they may hold the legacy key
-    ``"external id"``: its bytes, or a ``\\u`` escape (which may spell any key). Once ``n`` is
+    ``"external id"``: its bytes, or a ``\\u`` escape (which may spell any key). Once ``colons`` is
     None the typed read is not tried: ``legacy`` is then True and the blocks are not looked at."""
 
     def __init__(self) -> None:
-        self.n: int | None = 0
+        self.colons: int | None = 0
         self.legacy = False
         self._prev = b""
 
     def add(self, block: bytes) -> None:
-        if self.n is None:
+        if self.colons is None:
             return
         keep = len(_LEGACY_KEY) - 1  # the bytes before a block that a pattern across its start may need
         seam = self._prev + block[:keep]
@@ -442,9 +443,9 @@ class _Scan:
         # A backslash is rare, and looking for one costs a tenth of looking for an escape.
         escaped = b"\\" in block or b"\\" in seam
         if escaped and (_COLON_ESCAPE in block or _COLON_ESCAPE in seam):
-            self.n, self.legacy = None, True
+            self.colons, self.legacy = None, True
             return
-        self.n += block.count(b":")
+        self.colons += block.count(b":")
         if not self.legacy:
             self.legacy = (
                 (escaped and (b"\\u" in block or b"\\u" in seam)) or _LEGACY_KEY in block or _LEGACY_KEY in seam
@@ -457,7 +458,7 @@ def _scan(path: Path, offset: int = 0, length: int | None = None) -> _Scan:
     with open(path, "rb") as fh:
         end = os.fstat(fh.fileno()).st_size if length is None else offset + length
         fh.seek(offset)
-        while offset < end and scanned.n is not None:
+        while offset < end and scanned.colons is not None:
             block = _read(fh, path, min(BLOCK_BYTES, end - offset))
             if not block:
                 raise TraceFormatError(path, "the file shrank while it was read")
@@ -469,10 +470,11 @@ def _scan(path: Path, offset: int = 0, length: int | None = None) -> _Scan:
 def count_colons(path: Path, offset: int = 0, length: int | None = None) -> int | None:
     """The ``:`` bytes among ``length`` bytes (default: all) of the file ``path`` from ``offset``;
     None when they hold a ``\\u003`` escape (``_Scan``)."""
-    return _scan(path, offset, length).n
+    return _scan(path, offset, length).colons
 
 
-def _add(counts: list[int | None]) -> int | None:
+def _sum_or_none(counts: list[int | None]) -> int | None:
+    """The sum of ``counts``; None when any of them is None (not counted)."""
     return None if None in counts else sum(c for c in counts if c is not None)
 
 
@@ -604,7 +606,7 @@ def select_sql(parts: list[Path]) -> str:
         SELECT {_part(parts)}
                json_transform(json, {json_literal(EVENT_SPEC)}) AS e,
                -- Objects start with an opening brace (the reader trims them): a check on the
-               -- text, not another parse (json_type cost 0.35 s per 1.5M events).
+               -- text, not another parse (json_type parses every event again).
                CASE WHEN NOT starts_with(json, '{{')
                          OR list_bool_or(list_transform(json_keys(json), lambda k: k NOT IN ({known})))
                     THEN json END AS extra
@@ -634,7 +636,7 @@ def typed_sql(staged: list[StagedTrace]) -> str:
     The legacy args key ``"external id"`` is looked up only when staging's
     scan says the bytes may hold it (``StagedTrace.legacy_ids``).
     """
-    parts = [p for st in staged for p in st.parts]
+    parts = [p for trace in staged for p in trace.parts]
     return _select(
         f"""
         SELECT {_part(parts)} e, NULL::JSON AS extra, {_accounted_colons("e")} AS _colons
@@ -642,7 +644,7 @@ def typed_sql(staged: list[StagedTrace]) -> str:
                        maximum_object_size = {MAX_EVENT_BYTES}) e""",
         parts,
         "_colons",
-        legacy_ids=any(st.legacy_ids for st in staged),
+        legacy_ids=any(trace.legacy_ids for trace in staged),
     )
 
 
@@ -653,7 +655,7 @@ def columns(keys: dict[str, str]) -> str:
 
 # The keys whose values' ':' characters the typed read counts (names such as aten::mm hold them, args
 # holds one per key). A ':' in another key's value goes uncounted: the sums differ and the trace is
-# read exactly, which costs time, not exactness; counting them all cost 0.3 s more per 1.5M events.
+# read exactly, which costs time, not exactness; counting every key's colons costs every trace time.
 _COLON_KEYS = ("name", "args")
 
 
@@ -691,8 +693,8 @@ def _files(parts: list[Path]) -> str:
 
 # Microseconds as DECIMAL(15,3) (|ts| < 10^12 us, 11.6 days) are exact int64 nanoseconds by int64
 # arithmetic; the DECIMAL(24,3) that ts and dur are read as is a 128-bit integer, and multiplying and
-# casting it cost 1.0 s of CPU per 1.5M events (x22) against 0.05 s. ``_ns`` takes the short path
-# for values within 10^12 us of a few centers and the 128-bit one for any other value.
+# casting that costs many times the CPU. ``_nanoseconds_sql`` takes the short path for values within
+# 10^12 us of a few centers and the 128-bit one for any other value.
 _WINDOW_US = 10**12
 # Centers are multiples of this, at most 9 * 10^15 us: center*1000 plus a window's ns fits an int64.
 _CENTER_STEP_US = 10**11
@@ -701,7 +703,7 @@ _TS_SAMPLE = re.compile(rb'"ts"\s*:\s*"?(-?\d{1,20})')
 SAMPLE_BYTES = 1 << 16
 
 
-def _ns(us: str, centers: list[int]) -> str:
+def _nanoseconds_sql(us: str, centers: list[int]) -> str:
     """SQL: the DECIMAL(24,3) microseconds ``us`` as BIGINT nanoseconds (NULL when out of range).
 
     Exact by construction: for a center ``c`` (integer us), ``us - c`` is
@@ -721,7 +723,7 @@ def _ns(us: str, centers: list[int]) -> str:
 
 
 def ts_centers(parts: list[Path]) -> list[int]:
-    """Centers for ``_ns`` of ts: 0 and the integer microseconds of the ``"ts"`` values in the first
+    """Centers for ``_nanoseconds_sql`` of ts: 0 and the integer microseconds of the ``"ts"`` values in the first
     ``SAMPLE_BYTES`` of each part, rounded to ``_CENTER_STEP_US``, most frequent first (at most four).
     Which centers only decides how many rows take the short path, never a value."""
     seen: dict[int, int] = {}
@@ -774,7 +776,7 @@ def _select(events: str, parts: list[Path], passthrough: str = "", legacy_ids: b
                e.args, extra{more}
         FROM (
             SELECT {_part(parts, "part")} e, extra{more},
-                   {_ns("e.ts", ts_centers(parts))} AS ts_ns, {_ns("e.dur", [0])} AS dur_ns,
+                   {_nanoseconds_sql("e.ts", ts_centers(parts))} AS ts_ns, {_nanoseconds_sql("e.dur", [0])} AS dur_ns,
                    CASE WHEN e.args IS NOT NULL THEN json_transform(e.args, {fields.spec(fields.EVENT)}) END AS a
             FROM ({events})
         )

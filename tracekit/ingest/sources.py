@@ -75,9 +75,9 @@ def is_capture_side_file(path: Path) -> bool:
 def rank_from_name(path: Path) -> int | None:
     """Rank written in a file or directory name (``rank3``, ``rank-0003``), if any."""
     for part in reversed(path.parts):
-        m = _RANK_IN_NAME.search(part)
-        if m:
-            return int(m.group(1))
+        match = _RANK_IN_NAME.search(part)
+        if match:
+            return int(match.group(1))
     return None
 
 
@@ -88,18 +88,18 @@ def trace_labels(paths: list[Path]) -> list[str]:
     distinguishing tail of their paths is used instead.
     """
 
-    def label(p: Path, depth: int) -> str:
-        parts = list(p.parts[-depth:])
+    def label(path: Path, depth: int) -> str:
+        parts = list(path.parts[-depth:])
         parts[-1] = _STRIP.sub("", parts[-1]) or parts[-1]
         return "/".join(parts)
 
-    depth = {p: 1 for p in paths}
+    depth = {path: 1 for path in paths}
     for _ in range(64):
-        labels = [label(p, depth[p]) for p in paths]
-        dupes = {lab for lab, n in Counter(labels).items() if n > 1}
-        if not dupes:
+        labels = [label(path, depth[path]) for path in paths]
+        shared = {shown for shown, uses in Counter(labels).items() if uses > 1}
+        if not shared:
             return labels
-        for p, lab in zip(paths, labels):
-            if lab in dupes and depth[p] < len(p.parts):
-                depth[p] += 1
-    return [str(p) for p in paths]
+        for path, shown in zip(paths, labels):
+            if shown in shared and depth[path] < len(path.parts):
+                depth[path] += 1
+    return [str(path) for path in paths]

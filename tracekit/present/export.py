@@ -71,7 +71,7 @@ class ExportSummary:
     call_tracks: int
 
 
-def _us_sql(col: str) -> str:
+def _microseconds_sql(col: str) -> str:
     """SQL: integer nanoseconds ``col`` as exact microseconds text with three decimals."""
     return f"CAST(CAST({col} AS DECIMAL(19, 0)) * 0.001 AS VARCHAR)"
 
@@ -81,7 +81,7 @@ def _id_sql(col: str) -> str:
     return f"CASE WHEN regexp_full_match({col}, '-?[0-9]+') THEN {col} ELSE to_json({col}) END"
 
 
-def _us(ns: int) -> str:
+def _microseconds(ns: int) -> str:
     """Integer nanoseconds as exact microseconds text with three decimals."""
     sign = "-" if ns < 0 else ""
     ns = abs(ns)
@@ -101,7 +101,7 @@ _EVENT_LINES = f"""
                 ELSE '{{' || substr(concat(
                     ',"ph":' || to_json(ph), ',"cat":' || to_json(cat), ',"name":' || to_json(name),
                     ',"pid":' || {_id_sql("pid")}, ',"tid":' || {_id_sql("tid")},
-                    ',"ts":' || {_us_sql("ts_ns")}, ',"dur":' || {_us_sql("dur_ns")},
+                    ',"ts":' || {_microseconds_sql("ts_ns")}, ',"dur":' || {_microseconds_sql("dur_ns")},
                     ',"id":' || {_id_sql("flow_id")}, ',"bp":' || to_json(bp), ',"s":' || to_json(scope),
                     ',"args":' || CAST(args AS VARCHAR)), 2) || '}}'
            END AS line
@@ -114,7 +114,7 @@ _EVENT_LINES = f"""
 _STAGE_LINES = f"""
     SELECT ',\n{{"ph":"X","cat":"{STAGE_CAT}","name":' || to_json(g.stage)
            || ',"pid":' || t.pid_json || ',"tid":' || t.tid_json
-           || ',"ts":' || {_us_sql("o.ts_ns")} || ',"dur":' || {_us_sql("o.dur_ns")}
+           || ',"ts":' || {_microseconds_sql("o.ts_ns")} || ',"dur":' || {_microseconds_sql("o.dur_ns")}
            || ',"args":' || CAST(json_object('stage', g.stage, 'source', g.source, 'call_id', g.call_id,
                                              'kernel', o.name) AS VARCHAR) || '}}' AS line
     FROM gpu_op_stages g
@@ -185,11 +185,23 @@ def _plan(con, trace_id: int) -> _Plan:
     ).fetchall()
     header = (metadata or "{}").strip()
     header = '{"traceEvents":[\n' if header == "{}" else header[:-1].rstrip() + ', "traceEvents": [\n'
-
     used: dict[str, set[str]] = {}
     for pid, tid in con.execute("SELECT DISTINCT pid, tid FROM events WHERE trace_id = ?", [trace_id]).fetchall():
         used.setdefault(pid, set()).add(tid)
+    tracks = _stage_tracks(con, trace_id, used)
+    calls = _calls(con, trace_id)
+    first_us = _microseconds(first_ts or 0)
+    lines = [
+        line for t in tracks for line in _thread_metadata(first_us, t["pid"], t["new_tid"], t["name"], t["sort_index"])
+    ]
+    call_lines, call_tracks = _call_threads(con, trace_id, calls, tracks, used, first_us)
+    stage_events = sum(t["ops"] for t in tracks)
+    return _Plan(header, events, tracks, stage_events, calls, call_tracks, lines + call_lines)
 
+
+def _stage_tracks(con, trace_id: int, used: dict[str, set[str]]) -> list[dict]:
+    """One added thread per GPU stream with attention work: its pid, the stream's tid, a free tid of
+    its own (marked in ``used``), the stage ops it holds, its name and sort index."""
     streams = con.execute(
         """SELECT o.pid, o.tid, count(*) AS ops, any_value(trim(t.name)) AS name,
                   coalesce(any_value(t.sort_index), min(o.stream)) AS sort_index
@@ -217,22 +229,19 @@ def _plan(con, trace_id: int) -> _Plan:
                 "sort_index": sort_index,
             }
         )
+    return tracks
 
-    calls = _calls(con, trace_id)
+
+def _call_threads(
+    con, trace_id: int, calls: list[dict], tracks: list[dict], used: dict[str, set[str]], first_us: str
+) -> tuple[list[str], int]:
+    """Threads for the call slices, one per lane of each process, sorted above its streams: their
+    metadata lines and how many. Sets each call's ``new_tid``; the tids taken are marked in ``used``."""
     top = dict(
         con.execute("SELECT pid, min(sort_index) FROM threads WHERE trace_id = ? GROUP BY pid", [trace_id]).fetchall()
     )
-    lines, call_tracks = [], 0
-    first = _us(first_ts or 0)
-
-    def meta(pid, tid, name, sort_index):
-        head = f'"ph":"M","ts":{first},"pid":{_id_json(pid)},"tid":{_id_json(tid)}'
-        lines.append(f'{{"name":"thread_name",{head},"args":{{"name":{json.dumps(name, ensure_ascii=False)}}}}}')
-        if sort_index is not None:
-            lines.append(f'{{"name":"thread_sort_index",{head},"args":{{"sort_index":{int(sort_index)}}}}}')
-
-    for t in tracks:
-        meta(t["pid"], t["new_tid"], t["name"], t["sort_index"])
+    lines: list[str] = []
+    call_tracks = 0
     for pid in sorted({c["pid"] for c in calls}):
         on_pid = [c for c in calls if c["pid"] == pid]
         numeric = all(_INTEGER.fullmatch(t) for c in on_pid for t in c["tids"])
@@ -245,12 +254,20 @@ def _plan(con, trace_id: int) -> _Plan:
             taken = used.setdefault(pid, set())
             tid = _free_tid(taken, CALL_TID_BASE + lane) if numeric else _free_name(taken, name)
             lane_tids.append(tid)
-            meta(pid, tid, name, min(sorts) - 1 if sorts else None)
+            lines += _thread_metadata(first_us, pid, tid, name, min(sorts) - 1 if sorts else None)
         for c in on_pid:
             c["new_tid"] = lane_tids[c["lane"]]
         call_tracks += len(lane_tids)
-    stage_events = sum(t["ops"] for t in tracks)
-    return _Plan(header, events, tracks, stage_events, calls, call_tracks, lines)
+    return lines, call_tracks
+
+
+def _thread_metadata(first_us: str, pid, tid, name: str, sort_index) -> list[str]:
+    """The ``thread_name`` (and, given a sort index, ``thread_sort_index``) events of an added thread."""
+    head = f'"ph":"M","ts":{first_us},"pid":{_id_json(pid)},"tid":{_id_json(tid)}'
+    lines = [f'{{"name":"thread_name",{head},"args":{{"name":{json.dumps(name, ensure_ascii=False)}}}}}']
+    if sort_index is not None:
+        lines.append(f'{{"name":"thread_sort_index",{head},"args":{{"sort_index":{int(sort_index)}}}}}')
+    return lines
 
 
 def _free_tid(used: set[str], preferred: int | None) -> str:
@@ -293,35 +310,35 @@ def _calls(con, trace_id: int) -> list[dict]:
     names = [d[0] for d in rows.description]
     calls = [dict(zip(names, r)) for r in rows.fetchall()]
     lane_end: dict[str, list[int]] = {}
-    for c in calls:
-        ends = lane_end.setdefault(c["pid"], [])
-        lane = next((i for i, end in enumerate(ends) if end <= c["ts_ns"]), len(ends))
+    for call in calls:
+        ends = lane_end.setdefault(call["pid"], [])
+        lane = next((i for i, end in enumerate(ends) if end <= call["ts_ns"]), len(ends))
         if lane == len(ends):
-            ends.append(c["end_ns"])
+            ends.append(call["end_ns"])
         else:
-            ends[lane] = c["end_ns"]
-        c["lane"] = lane
+            ends[lane] = call["end_ns"]
+        call["lane"] = lane
     return calls
 
 
-def _call_line(c: dict) -> str:
+def _call_line(call: dict) -> str:
     shape_keys = ("batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "causal", "dtype")
     args = {
-        "call_id": c["call_id"],
-        "impl": c["impl"],
-        "op": c["op"],
-        "call_source": c["call_source"],
-        "gpu_ops": c["gpu_ops"],
-        "gpu_ns": c["gpu_ns"],
-        "attention_kernel_ns": c["attention_kernel_ns"],
-        "cpu_ns": c["cpu_ns"],
-        "flops": c["flops"],
-        "shapes": {k: c[k] for k in shape_keys if c[k] is not None},
+        "call_id": call["call_id"],
+        "impl": call["impl"],
+        "op": call["op"],
+        "call_source": call["call_source"],
+        "gpu_ops": call["gpu_ops"],
+        "gpu_ns": call["gpu_ns"],
+        "attention_kernel_ns": call["attention_kernel_ns"],
+        "cpu_ns": call["cpu_ns"],
+        "flops": call["flops"],
+        "shapes": {k: call[k] for k in shape_keys if call[k] is not None},
     }
-    name = json.dumps(f"attention:{c['impl']}", ensure_ascii=False)
+    name = json.dumps(f"attention:{call['impl']}", ensure_ascii=False)
     return (
-        f',\n{{"ph":"X","cat":"{CALL_CAT}","name":{name},"pid":{_id_json(c["pid"])},'
-        f'"tid":{_id_json(c["new_tid"])},"ts":{_us(c["ts_ns"])},"dur":{_us(c["end_ns"] - c["ts_ns"])},'
+        f',\n{{"ph":"X","cat":"{CALL_CAT}","name":{name},"pid":{_id_json(call["pid"])},'
+        f'"tid":{_id_json(call["new_tid"])},"ts":{_microseconds(call["ts_ns"])},"dur":{_microseconds(call["end_ns"] - call["ts_ns"])},'
         f'"args":{json.dumps(args, ensure_ascii=False)}}}'
     )
 

@@ -32,7 +32,7 @@ MIN_TEXT = 16  # a text column is never cut below this many characters (stage na
 
 
 def preload() -> None:
-    """Start importing rich (what ``table_text`` draws with: 0.03 s) on a background thread.
+    """Start importing rich (what ``table_text`` draws with) on a background thread.
 
     For the CLI about to build a linked cache entry: the build's DuckDB statements release
     the GIL, so the import is done on the other core by the time the first table prints
@@ -41,9 +41,9 @@ def preload() -> None:
     background.imports("rich.box", "rich.console", "rich.table")
 
 
-_NS = re.compile(r"(^|_)ns($|_)")
-_ID = re.compile(r"(^|_)(id|ids|pid|tid|correlation|rank|step|order|version|year)$")
-_BYTES = re.compile(r"(^|_)(bytes)($|_)")
+_NS_COLUMN = re.compile(r"(^|_)ns($|_)")
+_ID_COLUMN = re.compile(r"(^|_)(id|ids|pid|tid|correlation|rank|step|order|version|year)$")
+_BYTES_COLUMN = re.compile(r"(^|_)(bytes)($|_)")
 _BYTE_UNITS = (("B", 1, 1e4), ("KB", 1e3, 1e7), ("MB", 1e6, 1e10), ("GB", 1e9, math.inf))
 _TIMESTAMP = re.compile(r"(^|_)(ts|end|start)_ns$")
 
@@ -100,22 +100,24 @@ def column(name: str, arrow_type, values: list) -> Column:
         return Column(name, name, kind)
     if _TIMESTAMP.search(name):  # a point in time (epoch-scale ns), not a duration: exact
         return Column(name, name, "id", numeric=True)
-    if _NS.search(name):
+    if _NS_COLUMN.search(name):
         biggest = max((abs(float(v)) for v in values if v is not None), default=0.0)
         unit, scale = time_unit(biggest)
-        return Column(name, _NS.sub(lambda m: f"{m.group(1)}{unit}{m.group(2)}", name, count=1), "time", scale, True)
-    if _BYTES.search(name) and not name.endswith("_per_byte"):
+        return Column(
+            name, _NS_COLUMN.sub(lambda m: f"{m.group(1)}{unit}{m.group(2)}", name, count=1), "time", scale, True
+        )
+    if _BYTES_COLUMN.search(name) and not name.endswith("_per_byte"):
         biggest = max((abs(float(v)) for v in values if v is not None), default=0.0)
         unit, scale = next((u, s) for u, s, below in _BYTE_UNITS if biggest < below)
         if unit == "B":
             return Column(name, name, "int", numeric=True)
-        header = _BYTES.sub(lambda m: f"{m.group(1)}{unit}{m.group(3)}", name, count=1)
+        header = _BYTES_COLUMN.sub(lambda m: f"{m.group(1)}{unit}{m.group(3)}", name, count=1)
         return Column(name, header, "size", scale, True)
     if name.endswith("pct") or name.endswith("_percent"):
         return Column(name, name, "pct", numeric=True)
     if name == "ratio" or name.endswith("_ratio"):
         return Column(name, name, "ratio", numeric=True)
-    if _ID.search(name) and pa.types.is_integer(arrow_type):
+    if _ID_COLUMN.search(name) and pa.types.is_integer(arrow_type):
         return Column(name, name, "id", numeric=True)
     return Column(name, name, "float" if pa.types.is_floating(arrow_type) else "int", numeric=True)
 
@@ -131,21 +133,21 @@ def cells(table: pa.Table) -> tuple[list[Column], list[list[str]]]:
     return cols, [[c.text(r[c.name]) for c in cols] for r in rows]
 
 
-def _fit(cols: list[Column], body: list[list[str]], width: int) -> tuple[list[list[str]], list[str], int]:
+def _fit_width(cols: list[Column], body: list[list[str]], width: int) -> tuple[list[list[str]], list[str], int]:
     """Cut text columns (middle) until the table fits ``width``; drop trailing columns if
     it still does not. Returns the body, the headers shown, and how many columns were dropped."""
     headers = [c.header for c in cols]
     widths = [max([len(h), *(len(r[i]) for r in body)]) for i, h in enumerate(headers)]
 
-    def total(ws):
-        return sum(ws) + 2 * (len(ws) - 1)
+    def total(column_widths):
+        return sum(column_widths) + 2 * (len(column_widths) - 1)
 
-    cut = [i for i, c in enumerate(cols) if not c.numeric and widths[i] > MIN_TEXT]
-    while total(widths) > width and cut:
-        i = max(cut, key=lambda j: widths[j])
+    cuttable = [i for i, c in enumerate(cols) if not c.numeric and widths[i] > MIN_TEXT]
+    while total(widths) > width and cuttable:
+        i = max(cuttable, key=lambda j: widths[j])
         over = total(widths) - width
         widths[i] = max(MIN_TEXT, len(headers[i]), widths[i] - over)
-        cut = [j for j in cut if widths[j] > max(MIN_TEXT, len(headers[j]))]
+        cuttable = [j for j in cuttable if widths[j] > max(MIN_TEXT, len(headers[j]))]
     for i, c in enumerate(cols):
         if not c.numeric:
             short = names.shorten_all((r[i] for r in body), widths[i])
@@ -181,17 +183,17 @@ def table_text(
     hidden: list[str] = []
     headers = [c.header for c in cols]
     if not wide and width:
-        body, headers, dropped = _fit(cols, body, width)
+        body, headers, dropped = _fit_width(cols, body, width)
         hidden = [c.header for c in cols[len(cols) - dropped :]] if dropped else []
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True, header_style="bold")
-    for c, h in zip(cols, headers):
-        t.add_column(h, justify="right" if c.numeric else "left", no_wrap=True)
+    drawn = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True, header_style="bold")
+    for c, header in zip(cols, headers):
+        drawn.add_column(header, justify="right" if c.numeric else "left", no_wrap=True)
     for r in body:
-        t.add_row(*r)
-    buf = io.StringIO()
-    console = Console(file=buf, width=10_000, color_system=None, highlight=False)
-    console.print(t)
-    lines = [line.rstrip() for line in buf.getvalue().splitlines()]
+        drawn.add_row(*r)
+    text = io.StringIO()
+    console = Console(file=text, width=10_000, color_system=None, highlight=False)
+    console.print(drawn)
+    lines = [line.rstrip() for line in text.getvalue().splitlines()]
     while lines and not lines[-1]:
         lines.pop()
     if shown.num_rows < total_rows:

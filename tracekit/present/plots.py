@@ -29,13 +29,13 @@ def stage_color(stage: str) -> str:
     return _EXTRA[sum(map(ord, stage)) % len(_EXTRA)]
 
 
-def _ink(fill: str) -> str:
+def _text_color(fill: str) -> str:
     """Black or white, whichever reads on ``fill`` (#rrggbb)."""
     r, g, b = (int(fill[i : i + 2], 16) for i in (1, 3, 5))
     return "#000" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#fff"
 
 
-def _svg(kind: str, height: int, body: list[str], label: str) -> str:
+def _svg_element(kind: str, height: int, body: list[str], label: str) -> str:
     return (
         f'<svg class="plot plot-{kind}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
         f'height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{escape(label)}" {FONT}>'
@@ -64,14 +64,14 @@ def _row_label(x, y, label: str) -> str:
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="end"><title>{escape(str(label))}</title>{escape(short)}</text>'
 
 
-def _num(v: float) -> str:
+def _tick_label(v: float) -> str:
     """Compact tick label."""
     if v == 0:
         return "0"
     if abs(v) >= 1e4 or abs(v) < 1e-2:
-        exp = math.floor(math.log10(abs(v)))
-        mant = v / 10**exp
-        return f"{mant:g}e{exp}"
+        exponent = math.floor(math.log10(abs(v)))
+        mantissa = v / 10**exponent
+        return f"{mantissa:g}e{exponent}"
     return f"{v:,.6g}"
 
 
@@ -80,8 +80,8 @@ def nice_ticks(lo: float, hi: float, n: int = 6) -> list[float]:
     if hi <= lo:
         hi = lo + 1
     raw = (hi - lo) / n
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
     first = math.ceil(lo / step) * step
     return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
 
@@ -122,7 +122,11 @@ def stacked_bars(bars: list[tuple[str, dict[str, float]]], stages: list[str]) ->
             if w > 44:
                 body.append(
                     _text(
-                        x + w / 2, y + 16, f"{share:.0f}%", anchor="middle", extra=f' fill="{_ink(stage_color(stage))}"'
+                        x + w / 2,
+                        y + 16,
+                        f"{share:.0f}%",
+                        anchor="middle",
+                        extra=f' fill="{_text_color(stage_color(stage))}"',
                     )
                 )
             x += w
@@ -132,7 +136,7 @@ def stacked_bars(bars: list[tuple[str, dict[str, float]]], stages: list[str]) ->
         body.append(f'<line x1="{tick:.1f}" x2="{tick:.1f}" y1="20" y2="{y}" stroke="#999" stroke-dasharray="2,3"/>')
         body.append(_text(tick, y + 14, t, anchor="middle"))
     legend, y = _legend(left, y + 36, [(s, stage_color(s)) for s in stages])
-    return _svg("stages", int(y), body + legend, "Stage breakdown per trace")
+    return _svg_element("stages", int(y), body + legend, "Stage breakdown per trace")
 
 
 def timeline(title: str, lanes: list[tuple[str, list[dict]]]) -> str:
@@ -165,10 +169,10 @@ def timeline(title: str, lanes: list[tuple[str, list[dict]]]) -> str:
         x = left + span * t * 1e3 / end
         if x <= right + 0.5:
             body.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y}" y2="{y + 4}" stroke="#333"/>')
-            body.append(_text(x, y + 16, _num(t), anchor="middle"))
+            body.append(_text(x, y + 16, _tick_label(t), anchor="middle"))
     body.append(_text(right, y + 30, "µs from the call's first GPU op", anchor="end", extra=' fill="#555"'))
     legend, y = _legend(left, y + 50, [(s, stage_color(s)) for s in stages_seen])
-    return _svg("timeline", int(y), body + legend, title)
+    return _svg_element("timeline", int(y), body + legend, title)
 
 
 def _log_axis(lo: float, hi: float) -> tuple[float, float]:
@@ -229,9 +233,9 @@ def strip(
     for t in _log_ticks(lo, hi):
         x = left + span * (t - lo) / (hi - lo)
         body.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="16" y2="{y - 12}" stroke="#ccc" stroke-dasharray="2,3"/>')
-        body.append(_text(x, y + 2, _num(10**t), anchor="middle"))
+        body.append(_text(x, y + 2, _tick_label(10**t), anchor="middle"))
     body.append(_text(right, y + 18, f"{unit} (log scale)", anchor="end", extra=' fill="#555"'))
-    return _svg("steps", y + 26, body, title)
+    return _svg_element("steps", y + 26, body, title)
 
 
 def scatter(title: str, points: list[dict], x_label: str, y_label: str) -> str:
@@ -246,11 +250,11 @@ def scatter(title: str, points: list[dict], x_label: str, y_label: str) -> str:
     for t in nice_ticks(0, ymax):
         y = bottom - (bottom - top) * t / ymax
         body.append(f'<line x1="{left}" x2="{right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>')
-        body.append(_text(left - 6, y + 4, _num(t), anchor="end"))
+        body.append(_text(left - 6, y + 4, _tick_label(t), anchor="end"))
     for t in _log_ticks(lo, hi):
         x = left + (right - left) * (t - lo) / (hi - lo)
         body.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{bottom}" stroke="#eee"/>')
-        body.append(_text(x, bottom + 16, _num(10**t), anchor="middle"))
+        body.append(_text(x, bottom + 16, _tick_label(10**t), anchor="middle"))
     body.append(f'<line x1="{left}" x2="{right}" y1="{bottom}" y2="{bottom}" stroke="#333"/>')
     body.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{bottom}" stroke="#333"/>')
     body.append(_text((left + right) / 2, bottom + 34, x_label, anchor="middle", extra=' fill="#555"'))
@@ -276,4 +280,4 @@ def scatter(title: str, points: list[dict], x_label: str, y_label: str) -> str:
             f"{p['y']:.1f} TFLOP/s</title></circle>"
         )
     legend, y = _legend(left, bottom + 58, [(s, SERIES_COLORS[i % len(SERIES_COLORS)]) for i, s in enumerate(series)])
-    return _svg("roofline", int(y), body + legend, title)
+    return _svg_element("roofline", int(y), body + legend, title)

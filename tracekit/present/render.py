@@ -47,15 +47,16 @@ def _escaped(table: pa.Table) -> pa.Table:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    cols = []
-    for col in table.columns:
-        if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) and pc.any(
-            pc.match_substring_regex(col, _CONTROL_RE)
+    columns = []
+    for column in table.columns:
+        if (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)) and pc.any(
+            pc.match_substring_regex(column, _CONTROL_RE)
         ).as_py():
-            # Only a column that holds one is rebuilt: pa.array of a Python list imports pandas (0.3 s).
-            col = pa.array([v if v is None else v.translate(_CONTROL) for v in col.to_pylist()], col.type)
-        cols.append(col)
-    return pa.Table.from_arrays(cols, schema=table.schema)
+            # Only a column that holds one is rebuilt: pa.array of a Python list imports pandas, which
+            # would cost every table its import.
+            column = pa.array([v if v is None else v.translate(_CONTROL) for v in column.to_pylist()], column.type)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 def _write_table(data, out, style: dict) -> None:

@@ -5,8 +5,8 @@ queries use often become typed columns, but only on the table whose rows
 have them: correlation and External id on ``events`` (every link needs
 them), kernel launch parameters on ``gpu_ops``, shapes on ``cpu_slices``,
 collective parameters on ``collectives``, Python ids on
-``python_functions``. Typing 30-odd fields on every event cost the load
-more than a third of its time for columns that are NULL on most rows.
+``python_functions``. Typing every one of them on every event made the
+load much slower for columns that are NULL on most rows.
 
 Which fields, their columns and types are declared once, with the columns'
 docs, in ``schema`` (``name TYPE {args key}  doc``).

@@ -68,10 +68,10 @@ def build(
     # The parse runs outside a transaction: a failed parse is retried (ingest), and a failed
     # statement would abort a transaction. The statements after it (views, COMMENT ON, the
     # rule rows, and for a small input the linked model: ~160) commit once: each one committed
-    # alone costs a write of the catalog (COMMENT ON of the base tables: 0.67 s in autocommit,
-    # 0.09 s in one transaction). A large input's model commits statement by statement: the
-    # link's working tables are dropped as it goes, and in one transaction their memory stays
-    # held until the end (v100 x22: peak RSS 910-935 MB per statement, 1,008-1,020 MB in one).
+    # alone costs a write of the catalog, which made the COMMENT ONs several times slower. A large
+    # input's model commits statement by statement: the link's working tables are dropped as it
+    # goes, and in one transaction their memory stays held until the end, which raised the
+    # build's peak RSS (bench/HISTORY.md, "Figures behind code comments").
     events_table.ingest(con, sources, progress=progress, warn=warn)
     small = con.execute("SELECT coalesce(sum(events_bytes), 0) FROM traces").fetchall()[0][0] <= ONE_TRANSACTION_BYTES
     with pipeline.transaction(con, commit=commit_checkpointed):
@@ -89,9 +89,8 @@ def commit_checkpointed(con: duckdb.DuckDBPyConnection) -> None:
 
     A plain COMMIT writes the transaction to the write-ahead log, which the
     build's final CHECKPOINT then copies into the file again; a commit larger
-    than ``checkpoint_threshold`` checkpoints instead of logging. Measured on the
-    linked build, COMMIT + CHECKPOINT + close: v100 x1 0.54-0.69 -> 0.38-0.45 s
-    (CPU 0.30-0.33 -> 0.22-0.25 s), x22 0.58 -> 0.44 s.
+    than ``checkpoint_threshold`` checkpoints instead of logging, so the rows are
+    written once (bench/HISTORY.md, "Figures behind code comments").
     """
     threshold = con.execute("SELECT current_setting('checkpoint_threshold')").fetchall()[0][0]
     con.execute("SET checkpoint_threshold = '1B'")
@@ -247,17 +246,15 @@ def connect_writer(
     freshly loaded data more than once. Rows written in bulk (events, the
     linked tables) go to the file one row group at a time: DuckDB's default
     (5 per thread) held nearly all of a table's new rows in memory until its
-    statement ended, ~140 MB for x22's cpu_slices beside that join's hash table.
-    Peak RSS of stages x22 832-854 -> 809-827 MB, x27 ~1,010 -> ~900 (its copy into
-    events 811-853 -> 712); writing x22's events: 2.52 -> 2.38 CPU-s (medians of 4, loaded).
+    statement ended, beside that statement's join; flushed sooner, they lower the
+    build's peak RSS and cost no time.
 
     No vacuum at the checkpoint, unless the connection ``merge``s many databases into one: a
     table written by a parallel statement ends with a part-filled row group per thread, which
-    the checkpoint's vacuum merged by compressing their rows again on one core (x22: the final
-    checkpoint 0.20 s, rewriting ~200k rows of runtime_calls; without it 0.014 s; stages
-    6.35 -> 6.06-6.13 s, two runs of 5 alternating pairs, quiet). The few part-filled groups
-    cost a build nothing. A merge of many files' parts keeps the vacuum: there they can number
-    hundreds.
+    the checkpoint's vacuum merged by compressing their rows again on one core, most of the
+    final checkpoint's time. The few part-filled groups cost a build nothing. A merge of many
+    files' parts keeps the vacuum: there they can number hundreds. (The measurements of both:
+    bench/HISTORY.md, "Figures behind code comments".)
     """
     config: dict[str, str | bool | int | float | list[str]] = {
         "checkpoint_threshold": "1TB",
@@ -333,21 +330,23 @@ def code_files(package: Path = PACKAGE, stages_csv: Path | None = None) -> list[
 
 def code_fingerprint(package: Path = PACKAGE, stages_csv: Path | None = None) -> str:
     """Hash of ``code_files``: each file's name (its path inside the package where it is there) and bytes."""
-    h = hashlib.sha256()
-    for f in code_files(package, stages_csv):
-        name = f.relative_to(package).as_posix() if f.is_relative_to(package) else f.name
-        h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()
+    digest = hashlib.sha256()
+    for file in code_files(package, stages_csv):
+        name = file.relative_to(package).as_posix() if file.is_relative_to(package) else file.name
+        digest.update(name.encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def cache_key(sources: list[Source]) -> str:
     """A key that changes when an input file, tracekit, its rules or the schema change."""
-    h = hashlib.sha256(f"schema={SCHEMA_VERSION};tracekit={__version__};code={code_fingerprint()}".encode())
-    for s in sources:
-        st = s.path.stat()
+    digest = hashlib.sha256(f"schema={SCHEMA_VERSION};tracekit={__version__};code={code_fingerprint()}".encode())
+    for source in sources:
+        stat = source.path.stat()
         # ctime and inode too: a file rewritten with the same size and a restored mtime still changes them.
-        h.update(f"|{s.path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}".encode())
-    return h.hexdigest()[:24]
+        digest.update(
+            f"|{source.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}".encode()
+        )
+    return digest.hexdigest()[:24]
 
 
 def cached_build(paths, progress=None, warn=None, linked: bool = False, waiting=None) -> Path:
@@ -387,10 +386,10 @@ def parse_size(text: str) -> int:
     """``5GB``, ``500 MB``, ``1.5GiB``, ``0`` (no cap) -> bytes."""
     import re
 
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).upper() not in _SIZE:
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not match or match.group(2).upper() not in _SIZE:
         raise TracekitError(f"cache size {text!r} is not a size such as 5GB or 500MB")
-    return int(float(m.group(1)) * _SIZE[m.group(2).upper()])
+    return int(float(match.group(1)) * _SIZE[match.group(2).upper()])
 
 
 def cache_max() -> int:
@@ -398,8 +397,9 @@ def cache_max() -> int:
     return parse_size(os.environ.get("TRACEKIT_CACHE_MAX") or DEFAULT_CACHE_MAX)
 
 
-def _bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in (path, path.with_name(path.name + ".wal")) if p.exists())
+def _entry_bytes(path: Path) -> int:
+    """Bytes of the cached database ``path`` with its write-ahead log."""
+    return sum(file.stat().st_size for file in (path, path.with_name(path.name + ".wal")) if file.exists())
 
 
 def _remove_entry(path: Path) -> None:
@@ -407,18 +407,18 @@ def _remove_entry(path: Path) -> None:
     one empty lock file per trace ever cached stayed behind). A process still waiting on that lock
     finds the database gone and builds it again: the build is renamed into place whole, so two
     builds of one entry waste time but never mix."""
-    for p in (path, path.with_name(path.name + ".wal"), path.with_suffix(".lock")):
-        p.unlink(missing_ok=True)
+    for file in (path, path.with_name(path.name + ".wal"), path.with_suffix(".lock")):
+        file.unlink(missing_ok=True)
 
 
 def cache_entries() -> list[dict]:
     """The cached databases, most recently used first: file, bytes, last use, the traces they hold."""
-    d = cache_dir()
+    folder = cache_dir()
     out = []
-    for f in d.glob("*.duckdb") if d.is_dir() else []:
+    for entry in folder.glob("*.duckdb") if folder.is_dir() else []:
         inputs: list[str] = []
         try:
-            con = duckdb.connect(str(f), read_only=True)
+            con = duckdb.connect(str(entry), read_only=True)
             try:
                 row = con.execute("SELECT value FROM tracekit_info WHERE key = 'inputs'").fetchall()
                 inputs = json.loads(row[0][0]) if row else []
@@ -426,46 +426,46 @@ def cache_entries() -> list[dict]:
                 con.close()
         except (duckdb.Error, ValueError, IndexError):
             inputs = []  # in use by a writer, or not a tracekit database: listed without its inputs
-        st = f.stat()
-        out.append({"file": f.name, "size_bytes": _bytes(f), "last_used": st.st_mtime, "inputs": inputs})
-    return sorted(out, key=lambda e: -e["last_used"])
+        last_used = entry.stat().st_mtime
+        out.append({"file": entry.name, "size_bytes": _entry_bytes(entry), "last_used": last_used, "inputs": inputs})
+    return sorted(out, key=lambda listed: -listed["last_used"])
 
 
 def cache_clear(older_than_s: float | None = None) -> tuple[int, int]:
     """Delete cached databases (only those unused for ``older_than_s`` seconds when given):
     (files, bytes) removed."""
-    d = cache_dir()
-    n = freed = 0
+    folder = cache_dir()
+    removed = freed = 0
     now = time.time()
-    for f in list(d.glob("*.duckdb")) if d.is_dir() else []:
-        if older_than_s is not None and now - f.stat().st_mtime < older_than_s:
+    for entry in list(folder.glob("*.duckdb")) if folder.is_dir() else []:
+        if older_than_s is not None and now - entry.stat().st_mtime < older_than_s:
             continue
-        size = _bytes(f)
-        _remove_entry(f)
-        n, freed = n + 1, freed + size
-    return n, freed
+        size = _entry_bytes(entry)
+        _remove_entry(entry)
+        removed, freed = removed + 1, freed + size
+    return removed, freed
 
 
 def evict(keep: Path | None = None) -> list[Path]:
     """Delete the least recently used cached databases until the cache fits ``cache_max()``
     (``keep``, the one just built, stays). Returns the files removed."""
     cap = cache_max()
-    d = cache_dir()
-    if not cap or not d.is_dir():
+    folder = cache_dir()
+    if not cap or not folder.is_dir():
         return []
-    files = sorted(d.glob("*.duckdb"), key=lambda f: f.stat().st_mtime)
-    total = sum(_bytes(f) for f in files)
+    entries = sorted(folder.glob("*.duckdb"), key=lambda entry: entry.stat().st_mtime)
+    total = sum(_entry_bytes(entry) for entry in entries)
     removed = []
-    for f in files:
+    for entry in entries:
         if total <= cap:
             break
-        if keep is not None and f.resolve() == keep.resolve():
+        if keep is not None and entry.resolve() == keep.resolve():
             continue
-        size = _bytes(f)
+        size = _entry_bytes(entry)
         try:
-            _remove_entry(f)
+            _remove_entry(entry)
         except OSError:
             continue
         total -= size
-        removed.append(f)
+        removed.append(entry)
     return removed

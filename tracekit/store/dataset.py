@@ -114,18 +114,18 @@ def dask_runner(address: str, out_dir: Path | None = None) -> parallel.Runner:
     def run(tasks: list[tuple]) -> list[parallel.PartResult]:
         if address.startswith("local:"):
             try:
-                n = int(address.split(":", 1)[1])
+                workers = int(address.split(":", 1)[1])
             except ValueError:
                 raise TracekitError(f"bad --dask address {address!r}: use local:N or tcp://host:port") from None
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
             client = Client(cluster)
         else:
             cluster = None
             client = Client(address)
         try:
-            fn = load_part_parquet if out_dir is not None else parallel.load_part
+            task = load_part_parquet if out_dir is not None else parallel.load_part
             # One task per file, retried when a worker dies; results are small (paths, errors).
-            futures = client.map(lambda a: fn(*a), tasks, retries=2, pure=False)
+            futures = client.map(lambda args: task(*args), tasks, retries=2, pure=False)
             return client.gather(futures)
         finally:
             client.close()
@@ -162,9 +162,9 @@ def build(
         if dask:
             results = dask_runner(dask, out_dir)(tasks)
         else:
-            n = min(jobs or parallel.default_jobs(), len(tasks))
+            workers = min(jobs or parallel.default_jobs(), len(tasks))
             sizes = {str(s.path): s.path.stat().st_size for s in sources}
-            results = parallel.run_local(n, progress, sizes, task=load_part_parquet)(tasks)
+            results = parallel.run_local(workers, progress, sizes, task=load_part_parquet)(tasks)
         results = sorted(results, key=lambda r: r.index)
         parts = parallel.loaded_parts(sources, results, warn)
         _commit(out_dir, sources, parts, warn)
@@ -188,15 +188,17 @@ def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> N
     """
     entries: list[dict] = []
     id_base = 0
-    columns = [json.loads((Path(str(r.part)) / "columns.json").read_text()) for r in parts]
-    linked = all(set(pipeline.NAMES) & set(c) for c in columns)
-    tables = {t: cols for t, cols in columns[0].items() if t not in pipeline.NAMES or linked}
+    part_columns = [json.loads((Path(str(part.part)) / "columns.json").read_text()) for part in parts]
+    linked = all(set(pipeline.NAMES) & set(of_part) for of_part in part_columns)
+    tables = {table: columns for table, columns in part_columns[0].items() if table not in pipeline.NAMES or linked}
     con = duckdb.connect()
     try:
-        for trace_id, r in enumerate(parts, start=1):
-            staged = Path(str(r.part))
-            n = con.execute(f"SELECT count(*) FROM read_parquet({literal(str(staged / 'events.parquet'))})").fetchall()
-            events = int(n[0][0])
+        for trace_id, part in enumerate(parts, start=1):
+            staged = Path(str(part.part))
+            counted = con.execute(
+                f"SELECT count(*) FROM read_parquet({literal(str(staged / 'events.parquet'))})"
+            ).fetchall()
+            events = int(counted[0][0])
             for table in tables:
                 if table == "traces":
                     continue  # renumbered and clock-aligned below
@@ -209,23 +211,25 @@ def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> N
                 dest.mkdir(parents=True, exist_ok=True)
                 os.replace(staged / f"{table}.parquet", dest / "data.parquet")
             entries.append(
-                {"trace_id": trace_id, "path": r.path, "id_base": id_base, "events": events, "staged": str(staged)}
+                {"trace_id": trace_id, "path": part.path, "id_base": id_base, "events": events, "staged": str(staged)}
             )
             id_base += events
         # The traces rows, renumbered; then what needs every trace: views, duplicate ranks, clocks.
         con.execute(f"CREATE TABLE traces ({catalog.ddl('traces')})")
-        for e in entries:
-            staged_traces = literal(str(Path(e["staged"]) / "traces.parquet"))
+        for entry in entries:
+            staged_traces = literal(str(Path(entry["staged"]) / "traces.parquet"))
             con.execute(
-                f"INSERT INTO traces SELECT {int(e['trace_id'])} AS trace_id, * FROM read_parquet({staged_traces})"
+                f"INSERT INTO traces SELECT {int(entry['trace_id'])} AS trace_id, * FROM read_parquet({staged_traces})"
             )
         _base_views(con, out_dir, entries, traces_table=True)
         database.finish(con, warn)
-        for e in entries:
-            dest = out_dir / "traces" / f"trace_id={e['trace_id']}"
+        for entry in entries:
+            dest = out_dir / "traces" / f"trace_id={entry['trace_id']}"
             dest.mkdir(parents=True, exist_ok=True)
             _copy(
-                con, f"SELECT * EXCLUDE (trace_id) FROM traces WHERE trace_id = {e['trace_id']}", dest / "data.parquet"
+                con,
+                f"SELECT * EXCLUDE (trace_id) FROM traces WHERE trace_id = {entry['trace_id']}",
+                dest / "data.parquet",
             )
     finally:
         con.close()
@@ -235,7 +239,7 @@ def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> N
         "tracekit_version": __version__,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "inputs": [str(s.path) for s in sources],
-        "traces": [{k: e[k] for k in ("trace_id", "path", "id_base", "events")} for e in entries],
+        "traces": [{key: entry[key] for key in ("trace_id", "path", "id_base", "events")} for entry in entries],
         "linked": linked,
         "tables": tables,
     }
@@ -248,11 +252,14 @@ def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> N
 _PARTITION_OFFSETS = {"events.id": "b.id_base", "traces.trace_id": "b.trace_id - 1"}
 
 
-def _column(table: str, name: str, typ: str) -> str:
+def _column(table: str, name: str, column_type: str) -> str:
     """A column of a view over the partitions, its ids those of a one-process load of the traces."""
-    value = f"p.{name}" if name == "trace_id" else parallel.shifted_column(table, name, typ, _PARTITION_OFFSETS, "p.")
+    if name == "trace_id":
+        value = f"p.{name}"
+    else:
+        value = parallel.shifted_column(table, name, column_type, _PARTITION_OFFSETS, "p.")
     # The recorded types: Parquet keeps values, not DuckDB's JSON alias or INTEGER widths.
-    return f"CAST({value} AS {typ}) AS {name}"
+    return f"CAST({value} AS {column_type}) AS {name}"
 
 
 def _base_views(
@@ -261,20 +268,20 @@ def _base_views(
     """Views over the dataset's partitions with the columns of the tables, in their order: the base
     tables' as the schema declares them, and ``tables`` (name: [[column, type], ...], the manifest's)."""
     con.execute("CREATE OR REPLACE TEMP TABLE _id_base (trace_id INTEGER, id_base BIGINT)")
-    insert_rows(con, "_id_base", [(e["trace_id"], e["id_base"]) for e in entries])
-    views = {t: [(c.name, c.type) for c in catalog.TABLES[t].columns] for t in TABLES}
-    views.update({t: cols for t, cols in (tables or {}).items() if t not in TABLES})
+    insert_rows(con, "_id_base", [(entry["trace_id"], entry["id_base"]) for entry in entries])
+    views = {table: [(c.name, c.type) for c in catalog.TABLES[table].columns] for table in TABLES}
+    views.update({table: columns for table, columns in (tables or {}).items() if table not in TABLES})
     for table, columns in views.items():
         if table == "traces" and traces_table:
             continue
-        cols = ", ".join(_column(table, name, typ) for name, typ in columns)
+        selected = ", ".join(_column(table, name, column_type) for name, column_type in columns)
         if catalog.per_trace(table):
             files = literal(str(out_dir / table / "*" / "data.parquet"))
             source = f"read_parquet({files}, hive_partitioning = true, union_by_name = true) p"
             source += " JOIN _id_base b USING (trace_id)"
         else:
             source = f"read_parquet({literal(str(out_dir / table / 'data.parquet'))}) p"
-        con.execute(f"CREATE VIEW {table} AS SELECT {cols} FROM {source}")
+        con.execute(f"CREATE VIEW {table} AS SELECT {selected} FROM {source}")
     for name, phases in events_table.PHASE_VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS SELECT * FROM events WHERE ph IN ({', '.join(map(literal, phases))})")
     every = ", ".join(literal(p) for phases in events_table.PHASE_VIEWS.values() for p in phases)

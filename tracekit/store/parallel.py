@@ -126,22 +126,22 @@ def load_part(
 BASE_TABLES = ("traces", "devices", "events")
 
 
-def shifted_column(table: str, name: str, typ: str, offsets: dict[str, str], alias: str = "") -> str:
-    """The value of column ``name`` (of type ``typ``) of ``table`` moved by the offset of its id space
+def shifted_column(table: str, name: str, column_type: str, offsets: dict[str, str], alias: str = "") -> str:
+    """The value of column ``name`` (of type ``column_type``) of ``table`` moved by the offset of its id space
     (``catalog.id_columns``; ``offsets``: SQL for ``events.id`` and ``traces.trace_id``), element by
     element in a list; the column as it is when it holds no id."""
-    col = f"{alias}{name}"
+    column = f"{alias}{name}"
     offset = offsets.get(catalog.id_columns(table).get(name, ""), "0")
     if offset == "0":
-        return col
-    return f"list_transform({col}, lambda x: x + {offset})" if typ.endswith("[]") else f"{col} + {offset}"
+        return column
+    return f"list_transform({column}, lambda x: x + {offset})" if column_type.endswith("[]") else f"{column} + {offset}"
 
 
 def shifted(table: str, columns, offsets: dict[str, int]) -> str:
     """The select list of ``table``'s ``columns`` (name, type) with every id column moved by the
     offset of its id space (``offsets``: ``events.id`` and ``traces.trace_id``)."""
-    sql = {space: str(int(n)) for space, n in offsets.items()}
-    return ", ".join(f"{shifted_column(table, name, typ, sql)} AS {name}" for name, typ in columns)
+    sql = {space: str(int(offset)) for space, offset in offsets.items()}
+    return ", ".join(f"{shifted_column(table, name, column_type, sql)} AS {name}" for name, column_type in columns)
 
 
 def part_tables(con: duckdb.DuckDBPyConnection, database_name: str) -> dict[str, list[tuple[str, str]]]:
@@ -156,10 +156,10 @@ def part_tables(con: duckdb.DuckDBPyConnection, database_name: str) -> dict[str,
         [database_name],
     ).fetchall()
     out: dict[str, list[tuple[str, str]]] = {}
-    for table, column, typ in rows:
+    for table, column, column_type in rows:
         if table in wanted:
-            out.setdefault(table, []).append((column, typ))
-    return {t: out[t] for t in wanted if t in out}
+            out.setdefault(table, []).append((column, column_type))
+    return {table: out[table] for table in wanted if table in out}
 
 
 def merge(con: duckdb.DuckDBPyConnection, parts: list[str]) -> bool:
@@ -180,10 +180,10 @@ def merge(con: duckdb.DuckDBPyConnection, parts: list[str]) -> bool:
             tables.append(part_tables(con, "_part"))
         finally:
             con.execute("DETACH _part")
-    linked = bool(tables) and all(set(pipeline.NAMES) & set(t) for t in tables)
+    linked = bool(tables) and all(set(pipeline.NAMES) & set(part_table) for part_table in tables)
     con.execute("SET preserve_insertion_order = false")
     try:
-        for i, (part, found) in enumerate(zip(parts, tables)):
+        for index, (part, found) in enumerate(zip(parts, tables)):
             con.execute("ATTACH ? AS _part (READ_ONLY)", [part])
             try:
                 offsets = {"events.id": int(events), "traces.trace_id": int(traces)}
@@ -191,18 +191,18 @@ def merge(con: duckdb.DuckDBPyConnection, parts: list[str]) -> bool:
                     if table not in BASE_TABLES and not linked:
                         continue
                     per_trace = catalog.per_trace(table)
-                    if table not in BASE_TABLES and i == 0:
+                    if table not in BASE_TABLES and index == 0:
                         con.execute(f"CREATE TABLE {table} AS FROM _part.{table} LIMIT 0")
-                    if per_trace or i == 0:
+                    if per_trace or index == 0:
                         select = shifted(table, columns, offsets)
                         con.execute(f"INSERT INTO {table} SELECT {select} FROM _part.{table}")
-                n, e = con.execute(
+                part_traces, part_events = con.execute(
                     "SELECT (SELECT count(*) FROM _part.traces), (SELECT count(*) FROM _part.events)"
                 ).fetchall()[0]
             finally:
                 con.execute("DETACH _part")
-            traces += n
-            events += e
+            traces += part_traces
+            events += part_events
     finally:
         con.execute("RESET preserve_insertion_order")
     return linked
@@ -259,12 +259,12 @@ def run_local(
         # spawn: a fresh interpreter per worker, never a fork of a process that has DuckDB threads.
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
             futures = [pool.submit(task, *args) for args in tasks]
-            for fut in as_completed(futures):
-                r = fut.result()
-                results.append(r)
-                done += (sizes or {}).get(r.path, 0)
+            for future in as_completed(futures):
+                result = future.result()
+                results.append(result)
+                done += (sizes or {}).get(result.path, 0)
                 if progress:
-                    progress(done, total, r.path)
+                    progress(done, total, result.path)
         return results
 
     return run
@@ -285,7 +285,7 @@ def build_file(
     ``jobs`` worker processes (default: the cores); ``runner`` runs the tasks
     elsewhere (``dataset``'s Dask runner). With ``linked`` each worker links
     its file; in one process (``jobs`` 1) the merged database is linked once
-    instead, which costs less than linking the files one by one (bench/README.md).
+    instead, which costs less than linking the files one by one (bench/README.md, "Cluster load").
     Raises ``PartialLoadError`` after
     writing ``out`` when some files failed, ``TraceFormatError`` (nothing
     written) when none loaded.
