@@ -138,7 +138,7 @@ def capture_tiny_attention(impl: str, out: Path, tag: str):
 @pytest.fixture(autouse=True, scope="session")
 def _check_sql_modules():
     """Every build in the tests checks each SQL module's header against what the module did."""
-    from tracekit.model import sqlmodules
+    from tracekit.common import sqlmodules
 
     sqlmodules.CHECK = True
     yield

@@ -185,3 +185,21 @@ def test_the_cache_key_covers_every_file_that_decides_a_database(tmp_path, monke
         key = changed
     # The key is stable while nothing changes.
     assert database.code_fingerprint(package, vocabulary) == key
+
+
+def test_every_sql_module_ships_in_the_wheel():
+    """Each package's sql/ folder (and its subfolders) is package data of that package in pyproject.toml."""
+    import fnmatch
+
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    missing = []
+    for path in sorted(PACKAGE.rglob("sql/**/*.sql")):
+        package = ".".join(path.relative_to(ROOT).parts[: path.relative_to(ROOT).parts.index("sql")])
+        inside = path.relative_to(ROOT / package.replace(".", "/")).as_posix()
+        if not any(
+            fnmatch.fnmatch(inside, glob) and glob.count("/") == inside.count("/") for glob in data.get(package, [])
+        ):
+            missing.append(inside if package else str(path))
+    assert missing == []

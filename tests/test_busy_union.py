@@ -8,7 +8,7 @@ import random
 import duckdb
 import pytest
 
-from tracekit.model import sqlmodules
+from tracekit.common import sqlmodules
 
 
 def _union(intervals: list[tuple[int, int]]) -> tuple[int, int, int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tracekit.model import sqlmodules
+from tracekit.common import sqlmodules
 from tracekit.model.link import BLEED_NS
 from tracekit.schema.kinds import CPU_NEST_KINDS, LAUNCH_KINDS
 

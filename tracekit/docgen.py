@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
+from tracekit.common import sqlmodules
 from tracekit.library import queries
-from tracekit.model import sqlmodules
 from tracekit.schema import catalog
 from tracekit.store import database, pipeline
 

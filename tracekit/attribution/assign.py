@@ -37,8 +37,7 @@ from __future__ import annotations
 import duckdb
 
 from tracekit.attribution import backward, eager, kernel_blocks, scopes
-from tracekit.common import names, sqltext
-from tracekit.model import sqlmodules
+from tracekit.common import names, sqlmodules, sqltext
 from tracekit.schema import stages
 
 CORE_STAGES = stages.core()

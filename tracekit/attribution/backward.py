@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import duckdb
 
-from tracekit.model import sqlmodules
+from tracekit.common import sqlmodules
 from tracekit.schema.kinds import LAUNCH_KINDS
 
 SOURCE = "backward"

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import duckdb
 
-from tracekit.model import link, sqlmodules
+from tracekit.common import sqlmodules
+from tracekit.model import link
 
 SOFTMAX = r"^aten::(_?softmax|_safe_softmax)$"
 # baddbmm: BLOOM's scores (alibi + Q @ K^T, its operands after the bias); einsum: 'bhid,bhjd->bhij'

@@ -40,7 +40,7 @@ from __future__ import annotations
 import duckdb
 
 from tracekit.attribution.eager import TP_REDUCTION
-from tracekit.model import sqlmodules
+from tracekit.common import sqlmodules
 
 PRE_REACH = 12  # non-GEMM kernels between the QKV GEMM and the attention kernel (SGLang's Qwen3 decode: 6)
 POST_REACH = 4  # kernels between the attention kernel and the output GEMM

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import duckdb
 
-from tracekit.model import link, sqlmodules
+from tracekit.common import sqlmodules
+from tracekit.model import link
 
 
 def match(con: duckdb.DuckDBPyConnection) -> None:

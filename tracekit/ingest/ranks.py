@@ -24,6 +24,7 @@ from pathlib import Path
 
 import duckdb
 
+from tracekit.common import sqlmodules
 from tracekit.ingest.sources import rank_from_name
 
 # The key tracekit's capture module writes its metadata under (capture/session.py).
@@ -96,10 +97,7 @@ def finish(con: duckdb.DuckDBPyConnection, warn: Callable[[str], None] | None = 
 
 def duplicate_ranks(con: duckdb.DuckDBPyConnection) -> list[str]:
     """One message per rank of a job that more than one trace claims."""
-    rows = con.execute(
-        """SELECT job, rank, list(trace ORDER BY trace_id) FROM traces WHERE rank IS NOT NULL
-           GROUP BY job, rank HAVING count(*) > 1 ORDER BY job NULLS FIRST, rank"""
-    ).fetchall()
+    rows = con.execute(sqlmodules.text("ingest/duplicate_ranks")).fetchall()
     out = []
     for job, rank, traces in rows:
         where = f"job {job}" if job is not None else "the same job (no job id recorded)"
@@ -118,42 +116,9 @@ def align_clocks(con: duckdb.DuckDBPyConnection) -> None:
         # kernel name).
         con.execute("UPDATE traces SET clock_offset_ns = 0, clock_source = 'reference'")
         return
-    con.execute(
-        """CREATE OR REPLACE TEMP TABLE _job_collectives AS
-           SELECT c.trace_id, coalesce(t.job, '') AS job, c.pg, c.collective, c.instance, c.part, c.end_ns
-           FROM collective_kernels c JOIN traces t USING (trace_id) WHERE NOT c.p2p"""
-    )
-    # The reference of each job: its lowest rank among traces with collectives (else its lowest rank).
-    con.execute(
-        """CREATE OR REPLACE TEMP TABLE _clock_offsets AS
-           SELECT trace_id, 0::BIGINT AS offset_ns, 'reference' AS source FROM (
-               SELECT t.trace_id, row_number() OVER (
-                   PARTITION BY coalesce(t.job, '')
-                   ORDER BY t.trace_id IN (SELECT trace_id FROM _job_collectives) DESC, t.rank NULLS LAST, t.trace_id) AS n
-               FROM traces t)
-           WHERE n = 1"""
-    )
+    sqlmodules.run(con, "ingest/clock_references")
     while True:
-        # Each instance is anchored on one aligned rank (the first by trace_id), so
-        # the work is linear in the kernels, whatever the size of the groups.
-        added = con.execute(
-            f"""INSERT INTO _clock_offsets
-                WITH anchor AS (
-                    SELECT k.job, k.pg, k.collective, k.instance, k.part,
-                           arg_min(k.end_ns - o.offset_ns, k.trace_id) AS aligned_end
-                    FROM _job_collectives k JOIN _clock_offsets o USING (trace_id)
-                    GROUP BY ALL
-                )
-                SELECT u.trace_id, median(u.end_ns - a.aligned_end)::BIGINT, '{SOURCE_COLLECTIVES}'
-                FROM _job_collectives u JOIN anchor a USING (job, pg, collective, instance, part)
-                WHERE u.trace_id NOT IN (SELECT trace_id FROM _clock_offsets)
-                GROUP BY u.trace_id"""
-        ).fetchall()[0][0]
+        ((added,),) = sqlmodules.fetch(con, "ingest/clock_round", source=SOURCE_COLLECTIVES)
         if not added:
             break
-    con.execute(
-        """UPDATE traces SET clock_offset_ns = o.offset_ns, clock_source = o.source
-           FROM _clock_offsets o WHERE traces.trace_id = o.trace_id"""
-    )
-    con.execute("DROP TABLE _job_collectives")
-    con.execute("DROP TABLE _clock_offsets")
+    sqlmodules.run(con, "ingest/clock_apply")

@@ -31,16 +31,17 @@ that still encloses the call.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import queue
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from tracekit.common import background
+from tracekit.common import background, sqlmodules
 from tracekit.common.sqltext import in_list as _in
 from tracekit.common.sqltext import literal
-from tracekit.model import sqlmodules
+from tracekit.schema import fields
 from tracekit.schema.kinds import CPU_NEST_KINDS, GPU_OP_KINDS, LAUNCH_KINDS
 
 if TYPE_CHECKING:
@@ -96,13 +97,23 @@ def nest(con: duckdb.DuckDBPyConnection) -> None:
 def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
     """Create the linked tables (``kind``: TABLE, or TEMP TABLE for a read-only database) after ``nest``."""
     _nest_leaves(con)  # the range join's path: the calls' parents and _nest (the sweep made it already)
-    sqlmodules.run(con, "model/cpu_slices", table=kind)
-    _right_side_hashed(con, lambda: sqlmodules.run(con, "model/runtime_calls", table=kind, launch_kinds=LAUNCH_KINDS))
+    sqlmodules.run(con, "model/cpu_slices", table=kind, **_typed_args(fields.OP))
+    _right_side_hashed(
+        con,
+        lambda: sqlmodules.run(
+            con, "model/runtime_calls", table=kind, launch_kinds=LAUNCH_KINDS, **_typed_args(fields.RUNTIME)
+        ),
+    )
     for t in ("_nest", "_cstack", "_lstack"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
-    sqlmodules.run(con, "model/gpu_ops", table=kind, gpu_kinds=GPU_OP_KINDS)
-    sqlmodules.run(con, "model/python_functions", table=kind)
-    sqlmodules.run(con, "model/collectives", table=kind)
+    sqlmodules.run(con, "model/gpu_ops", table=kind, gpu_kinds=GPU_OP_KINDS, **_typed_args(fields.GPU))
+    sqlmodules.run(con, "model/python_functions", table=kind, **_typed_args(fields.PYTHON))
+    sqlmodules.run(con, "model/collectives", table=kind, **_typed_args(fields.COLLECTIVE))
+
+
+def _typed_args(declared: list[fields.Field]) -> dict[str, object]:
+    """The parameters of a linked table's typed ``args`` columns (declared in ``schema.catalog``)."""
+    return {"args_spec": json.dumps({key: type_ for key, _, type_ in declared}), "args_columns": declared}
 
 
 def _sweeps(con) -> bool:

@@ -17,12 +17,12 @@ from pathlib import Path
 import duckdb
 
 from tracekit import __version__
-from tracekit.common import locks, outputs, sqlsafety
+from tracekit.common import locks, outputs, sqlmodules, sqlsafety
 from tracekit.common.sqltext import insert_rows, literal
 from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.ingest import events_table, ranks
 from tracekit.ingest.sources import Source, discover
-from tracekit.model import rules, sqlmodules
+from tracekit.model import rules
 from tracekit.schema import catalog, stages
 from tracekit.schema.kinds import GPU_OP_KINDS, LAUNCH_KINDS, ORPHAN_CAUSES
 from tracekit.store import pipeline

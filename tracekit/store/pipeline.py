@@ -26,7 +26,8 @@ from pathlib import Path
 import duckdb
 
 from tracekit.attribution import assign
-from tracekit.model import link, rules, sqlmodules
+from tracekit.common import sqlmodules
+from tracekit.model import link, rules
 from tracekit.schema import catalog
 
 # Views and macros over the linked tables, created with them (store/sql/model_views, store/sql/model_macros),

@@ -6,6 +6,8 @@
 --
 -- @param table KEYWORD(TABLE|TEMP TABLE)  TEMP TABLE for a database that cannot be written.
 -- @param gpu_kinds LIST                   The kinds of GPU op (schema.kinds.GPU_OP_KINDS).
+-- @param args_spec TEXT       The json_transform spec of the typed args fields (schema.fields.spec).
+-- @param args_columns COLUMNS  The typed args columns, read from the parsed args a (schema.fields).
 -- @reads slices, runtime_calls
 -- @creates gpu_ops
 -- @scratch _link         Each GPU op with a launch: launch_id and how many launches shared its correlation (candidates).
@@ -34,8 +36,8 @@ SELECT g.id, g.trace_id, g.kind, g.name,
        r.annotation_id, r.annotation_name, coalesce(r.annotations, []) AS annotations,
        g.grid, g.block, g.registers_per_thread, g.shared_memory_bytes, g.blocks_per_sm,
        g.warps_per_sm, g.est_occupancy_pct, g.bytes, g.memory_bandwidth_gbps
-FROM (SELECT id, trace_id, kind, name, pid, tid, ts_ns, dur_ns, end_ns, correlation, external_id, {{columns gpu_ops}}
-      FROM (SELECT *, {{args gpu_ops}} AS a FROM slices WHERE kind IN {{gpu_kinds}})) g
+FROM (SELECT id, trace_id, kind, name, pid, tid, ts_ns, dur_ns, end_ns, correlation, external_id, {{args_columns}}
+      FROM (SELECT *, json_transform(args, {{args_spec}}) AS a FROM slices WHERE kind IN {{gpu_kinds}})) g
 LEFT JOIN _link l ON l.id = g.id
 LEFT JOIN runtime_calls r ON r.id = l.launch_id;
 

@@ -4,12 +4,14 @@
 -- contains the child's (the innermost, if several), so each frame keeps one row.
 --
 -- @param table KEYWORD(TABLE|TEMP TABLE)  TEMP TABLE for a database that cannot be written.
+-- @param args_spec TEXT       The json_transform spec of the typed args fields (schema.fields.spec).
+-- @param args_columns COLUMNS  The typed args columns, read from the parsed args a (schema.fields).
 -- @reads slices
 -- @creates python_functions
 CREATE {{table}} python_functions AS
 WITH f AS (
-    SELECT id, trace_id, name, pid, tid, ts_ns, dur_ns, end_ns, {{columns python_functions}}
-    FROM (SELECT *, {{args python_functions}} AS a FROM slices WHERE kind = 'python_function')
+    SELECT id, trace_id, name, pid, tid, ts_ns, dur_ns, end_ns, {{args_columns}}
+    FROM (SELECT *, json_transform(args, {{args_spec}}) AS a FROM slices WHERE kind = 'python_function')
 )
 SELECT f.*, p.id AS parent_id
 FROM f LEFT JOIN f p

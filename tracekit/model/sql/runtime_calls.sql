@@ -8,6 +8,8 @@
 --
 -- @param table KEYWORD(TABLE|TEMP TABLE)  TEMP TABLE for a database that cannot be written.
 -- @param launch_kinds LIST                The kinds of runtime/driver call (schema.kinds.LAUNCH_KINDS).
+-- @param args_spec TEXT       The json_transform spec of the typed args fields (schema.fields.spec).
+-- @param args_columns COLUMNS  The typed args columns, read from the parsed args a (schema.fields).
 -- @reads slices, flows, _cpu, _nest
 -- @creates runtime_calls
 -- @scratch _sflow        The ac2g flow starts: trace_id, correlation, pid, tid, ts_ns.
@@ -24,13 +26,13 @@ WITH c AS MATERIALIZED (
       AND CASE WHEN _cpu.id = n.id THEN true ELSE error('internal: _nest is not in _cpu''s order') END
 )
 SELECT s.id, s.trace_id, s.kind, s.name AS api, s.pid, s.tid, s.ts_ns, s.dur_ns, s.end_ns,
-       s.correlation, s.external_id, {{columns runtime_calls}},
+       s.correlation, s.external_id, {{args_columns}},
        c.op_id AS cpu_op_id, op.name AS cpu_op_name, c.top_op_id, top.name AS top_op_name,
        c.annotation_id, c.annotations[-1] AS annotation_name, coalesce(c.annotations, []) AS annotations,
        s.name ILIKE '%graphlaunch%' AS graph_launch,
        -- NULL: no ac2g flow has this correlation; false: flows exist, none starts at this call.
        CASE WHEN fc.correlation IS NOT NULL THEN fm.correlation IS NOT NULL END AS flow_matches
-FROM (SELECT *, {{args runtime_calls}} AS a FROM slices WHERE kind IN {{launch_kinds}}) s
+FROM (SELECT *, json_transform(args, {{args_spec}}) AS a FROM slices WHERE kind IN {{launch_kinds}}) s
 LEFT JOIN c USING (id)
 -- Only the ops some call names: the names of every CPU slice would be hashed.
 LEFT JOIN (SELECT id, name FROM _cpu WHERE id IN (SELECT op_id FROM c)) op ON op.id = c.op_id

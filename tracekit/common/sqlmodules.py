@@ -1,5 +1,8 @@
 """The step runner: the model's SQL lives in ``.sql`` modules; Python orders them and binds their parameters.
 
+The runner sits at the bottom of the layers (``common``): every layer that builds tables (``ingest``,
+``model``, ``attribution``, ``store``) keeps its SQL in its own ``sql/`` folder and runs it here.
+
 A module is a file ``tracekit/<package>/sql/<name>.sql``, named ``<package>/<name>`` (``model/axis``; a
 name may hold folders: ``store/base_macros/busy_union``). It
 starts with a header, as the named queries do, then holds one or more statements, each ending with ``;`` at
@@ -19,9 +22,10 @@ the end of a line::
 Slots, written ``{{...}}``:
 
 - ``{{name}}``: a parameter, written by its declared type: ``INT`` an integer, ``TEXT`` a quoted string,
-  ``LIST`` a parenthesised list of quoted strings, ``IDENT`` a name (an identifier, or one qualified by its table and struct: ``x.d.stage``; also ``true``
-  and ``false``, for a fragment's condition), ``KEYWORD(A|B)`` one of
-  the words listed. A parameter declared and not used, used and not declared, or missing or extra in a
+  ``LIST`` a parenthesised list of quoted strings, ``IDENT`` a name (an identifier, or one qualified by its
+  table and struct: ``x.d.stage``; also ``true`` and ``false``, for a fragment's condition), ``COLUMNS`` the
+  typed ``args`` columns of ``schema.fields`` (``(key, column, type)`` triples, written ``a."key" AS column``,
+  ``a`` being the parsed ``args``), ``KEYWORD(A|B)`` one of the words listed. A parameter declared and not used, used and not declared, or missing or extra in a
   call is an error naming the file (and the line, for a declaration). Values are tracekit's own
   vocabulary, identifiers and numbers, never the user's text (DuckDB binds that, see ``sqlsafety``).
 - ``{{include package/name key=value ...}}``: a fragment module (header line ``-- @fragment``: one query
@@ -30,8 +34,6 @@ Slots, written ``{{...}}``:
   when ``name`` is a parameter of the including module). The fragment's name may be a ``KEYWORD`` parameter
   whose words are fragment names: the caller chooses one (``{{include bounds}}``, ``-- @param bounds
   KEYWORD(attribution/a|attribution/b)``), where the choice decides which operators the plan holds.
-- ``{{args TABLE}}`` and ``{{columns TABLE}}``: the typed ``args`` fields that ``schema.catalog``
-  declares for TABLE, as ``json_transform(args, spec)`` (to be named ``a``) and ``a."key" AS column, ...``.
 - ``{{pattern_hits RULES NAMES SUBJECT}}``: a query of (SUBJECT, pattern) for each distinct SUBJECT of the
   table or CTE NAMES and each pattern of the rule table RULES it matches, read from the connection when the
   module runs: one ``SELECT`` per pattern, the pattern written as a literal, so that DuckDB compiles each
@@ -54,12 +56,11 @@ from pathlib import Path
 import duckdb
 
 from tracekit.common import resources, sqltext
-from tracekit.schema import catalog, fields
 
 # Packages whose sql/ folder holds modules.
-PACKAGES = ("model", "attribution", "store")
+PACKAGES = ("ingest", "model", "attribution", "store")
 
-_PARAM = re.compile(r"^--\s*@param\s+(\w+)\s+(INT|TEXT|LIST|IDENT|KEYWORD\(([^)]*)\))\s*(.*)$")
+_PARAM = re.compile(r"^--\s*@param\s+(\w+)\s+(INT|TEXT|LIST|IDENT|COLUMNS|KEYWORD\(([^)]*)\))\s*(.*)$")
 _CREATES = re.compile(r"^--\s*@creates\s+(\w+)\s*(.*)$")
 _SCRATCH = re.compile(r"^--\s*@scratch\s+(\w+)\s*(.*)$")
 _READS = re.compile(r"^--\s*@reads\s+(.*)$")
@@ -131,10 +132,6 @@ class Module:
         words = slot.split()
         if len(words) == 1:
             return text[words[0]]
-        if words[0] == "args" and len(words) == 2:
-            return f"json_transform(args, {fields.spec(catalog.args_fields(words[1]))})"
-        if words[0] == "columns" and len(words) == 2:
-            return ", ".join(f'a."{key}" AS {column}' for key, column, _ in catalog.args_fields(words[1]))
         if words[0] == "include":
             inner = module(str(values[words[1]]) if words[1] in self.params else words[1])
             given = dict(w.split("=", 1) for w in words[2:])
@@ -171,6 +168,11 @@ def _write(param: Param, value: object, path: Path) -> str:
         if not items:
             raise ValueError(f"{where} must not be an empty list")
         return sqltext.in_list(items)
+    if param.type == "COLUMNS":
+        items = [tuple(v) for v in value]  # type: ignore[attr-defined]
+        if not items:
+            raise ValueError(f"{where} must not be an empty list")
+        return ", ".join(f'a."{key.replace(chr(34), chr(34) * 2)}" AS {column}' for key, column, *_ in items)
     if param.type == "IDENT":
         if not isinstance(value, str) or not _NAME.match(value):
             raise ValueError(f"{where} must be a name (an identifier, or a qualified one), got {value!r}")
