@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from tracekit.common import sqlsafety
+from tracekit.common import sqlmodules, sqlsafety
 from tracekit.errors import QueryError, TraceFormatError
 from tracekit.ingest.sources import discover
 from tracekit.library import queries
@@ -323,11 +323,7 @@ class Trace:
     def tables(self) -> list[dict]:
         """Tables and views of the database with their documented columns (linked ones included)."""
         self.link()
-        rows = self.con.execute(
-            "SELECT table_name, min(table_type) FROM information_schema.tables "
-            "WHERE table_schema = 'main' AND table_catalog IN (current_database(), 'temp') "
-            "AND table_name NOT LIKE '\\_%' ESCAPE '\\' GROUP BY table_name ORDER BY table_name"
-        ).fetchall()
+        rows = self.con.execute(sqlmodules.text("store/listed_tables")).fetchall()
         out = []
         for name, kind in rows:
             declared = TABLES.get(name)

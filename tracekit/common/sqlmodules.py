@@ -58,7 +58,7 @@ import duckdb
 from tracekit.common import resources, sqltext
 
 # Packages whose sql/ folder holds modules.
-PACKAGES = ("ingest", "model", "attribution", "store")
+PACKAGES = ("ingest", "model", "attribution", "store", "present")
 
 _PARAM = re.compile(r"^--\s*@param\s+(\w+)\s+(INT|TEXT|LIST|IDENT|COLUMNS|KEYWORD\(([^)]*)\))\s*(.*)$")
 _CREATES = re.compile(r"^--\s*@creates\s+(\w+)\s*(.*)$")

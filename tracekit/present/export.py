@@ -37,7 +37,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from tracekit.common import outputs
+from tracekit.common import outputs, sqlmodules
 from tracekit.errors import TracekitError
 
 STAGE_CAT = "tracekit_stage"
@@ -71,16 +71,6 @@ class ExportSummary:
     call_tracks: int
 
 
-def _microseconds_sql(col: str) -> str:
-    """SQL: integer nanoseconds ``col`` as exact microseconds text with three decimals."""
-    return f"CAST(CAST({col} AS DECIMAL(19, 0)) * 0.001 AS VARCHAR)"
-
-
-def _id_sql(col: str) -> str:
-    """SQL: a pid/tid/id as JSON, a number exactly when it is an integer literal (as ingest keeps it)."""
-    return f"CASE WHEN regexp_full_match({col}, '-?[0-9]+') THEN {col} ELSE to_json({col}) END"
-
-
 def _microseconds(ns: int) -> str:
     """Integer nanoseconds as exact microseconds text with three decimals."""
     sign = "-" if ns < 0 else ""
@@ -91,38 +81,6 @@ def _microseconds(ns: int) -> str:
 def _id_json(text: str) -> str:
     """A pid/tid as JSON: a number when it is an integer literal, else a string."""
     return text if _INTEGER.fullmatch(text) else json.dumps(text, ensure_ascii=False)
-
-
-# Every original event as its JSON text, prefixed by the separator from the
-# event before it. Keys absent from the file are NULL and drop out of concat.
-_EVENT_LINES = f"""
-    SELECT CASE WHEN ordinal = 0 THEN '' ELSE ',\n' END ||
-           CASE WHEN extra IS NOT NULL THEN CAST(extra AS VARCHAR)
-                ELSE '{{' || substr(concat(
-                    ',"ph":' || to_json(ph), ',"cat":' || to_json(cat), ',"name":' || to_json(name),
-                    ',"pid":' || {_id_sql("pid")}, ',"tid":' || {_id_sql("tid")},
-                    ',"ts":' || {_microseconds_sql("ts_ns")}, ',"dur":' || {_microseconds_sql("dur_ns")},
-                    ',"id":' || {_id_sql("flow_id")}, ',"bp":' || to_json(bp), ',"s":' || to_json(scope),
-                    ',"args":' || CAST(args AS VARCHAR)), 2) || '}}'
-           END AS line
-    FROM events
-    WHERE trace_id = $trace_id AND ordinal >= $lo AND ordinal < $hi
-    ORDER BY ordinal
-"""
-
-# One slice per GPU op with an attention stage, on its stream's stage thread.
-_STAGE_LINES = f"""
-    SELECT ',\n{{"ph":"X","cat":"{STAGE_CAT}","name":' || to_json(g.stage)
-           || ',"pid":' || t.pid_json || ',"tid":' || t.tid_json
-           || ',"ts":' || {_microseconds_sql("o.ts_ns")} || ',"dur":' || {_microseconds_sql("o.dur_ns")}
-           || ',"args":' || CAST(json_object('stage', g.stage, 'source', g.source, 'call_id', g.call_id,
-                                             'kernel', o.name) AS VARCHAR) || '}}' AS line
-    FROM gpu_op_stages g
-    JOIN gpu_ops o ON o.id = g.id
-    JOIN _tracekit_stage_tracks t ON t.pid = o.pid AND t.tid = o.tid
-    WHERE g.trace_id = $trace_id AND g.stage <> 'other'
-    ORDER BY o.pid, o.tid, o.ts_ns, o.id
-"""
 
 
 def pick_trace(trace, label: str | None = None) -> tuple[int, str]:
@@ -203,12 +161,7 @@ def _stage_tracks(con, trace_id: int, used: dict[str, set[str]]) -> list[dict]:
     """One added thread per GPU stream with attention work: its pid, the stream's tid, a free tid of
     its own (marked in ``used``), the stage ops it holds, its name and sort index."""
     streams = con.execute(
-        """SELECT o.pid, o.tid, count(*) AS ops, any_value(trim(t.name)) AS name,
-                  coalesce(any_value(t.sort_index), min(o.stream)) AS sort_index
-           FROM gpu_op_stages g JOIN gpu_ops o ON o.id = g.id
-           LEFT JOIN threads t ON t.trace_id = o.trace_id AND t.pid = o.pid AND t.tid = o.tid
-           WHERE g.trace_id = ? AND g.stage <> 'other'
-           GROUP BY o.pid, o.tid ORDER BY o.pid, o.tid""",
+        sqlmodules.text("present/stage_streams"),
         [trace_id],
     ).fetchall()
     tracks = []
@@ -292,19 +245,7 @@ def _free_name(used: set[str], name: str) -> str:
 def _calls(con, trace_id: int) -> list[dict]:
     """Attention calls per device they ran on, with their GPU span and a lane without overlaps."""
     rows = con.execute(
-        """SELECT g.call_id, o.pid, min(o.ts_ns) AS ts_ns, max(o.end_ns) AS end_ns, list(DISTINCT o.tid) AS tids,
-                  coalesce(any_value(c.impl), 'unknown') AS impl, any_value(c.op) AS op,
-                  any_value(c.call_source) AS call_source, any_value(c.gpu_ops) AS gpu_ops,
-                  any_value(c.gpu_ns) AS gpu_ns, any_value(c.attention_kernel_ns) AS attention_kernel_ns,
-                  any_value(c.cpu_ns) AS cpu_ns, any_value(c.flops) AS flops,
-                  any_value(c.batch) AS batch, any_value(c.heads) AS heads, any_value(c.kv_heads) AS kv_heads,
-                  any_value(c.seq_q) AS seq_q, any_value(c.seq_kv) AS seq_kv, any_value(c.head_dim) AS head_dim,
-                  any_value(c.causal) AS causal, any_value(c.dtype) AS dtype
-           FROM gpu_op_stages g JOIN gpu_ops o ON o.id = g.id
-           LEFT JOIN attention_calls c ON c.trace_id = g.trace_id AND c.call_id = g.call_id
-           WHERE g.trace_id = ? AND g.call_id IS NOT NULL
-           GROUP BY g.call_id, o.pid
-           ORDER BY o.pid, ts_ns, end_ns, g.call_id""",
+        sqlmodules.text("present/call_spans"),
         [trace_id],
     )
     names = [d[0] for d in rows.description]
@@ -360,7 +301,7 @@ def _write(con, trace_id: int, plan: _Plan, f) -> None:
     f.write(plan.header.encode())
     for lo in range(0, plan.events, BATCH_EVENTS):
         params = {"trace_id": trace_id, "lo": lo, "hi": lo + BATCH_EVENTS}
-        _write_lines(f, con.sql(_EVENT_LINES, params=params).to_arrow_table())
+        _write_lines(f, con.sql(sqlmodules.text("present/event_lines"), params=params).to_arrow_table())
     for line in plan.metadata_lines:
         f.write(f",\n{line}".encode())
     if plan.stage_tracks:
@@ -372,7 +313,9 @@ def _write(con, trace_id: int, plan: _Plan, f) -> None:
         )
         con.register("_tracekit_stage_tracks", tracks)
         try:
-            reader = con.sql(_STAGE_LINES, params={"trace_id": trace_id}).to_arrow_reader(BATCH_EVENTS)
+            reader = con.sql(
+                sqlmodules.text("present/stage_lines", stage_cat=STAGE_CAT), params={"trace_id": trace_id}
+            ).to_arrow_reader(BATCH_EVENTS)
             for batch in reader:
                 _write_lines(f, pa.Table.from_batches([batch]))
         finally:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit.common import outputs, sqlsafety
+from tracekit.common import outputs, sqlmodules, sqlsafety
 from tracekit.errors import NotATraceError, TraceFormatError, TracekitError
 from tracekit.ingest import events_table
 from tracekit.ingest.sources import Source, discover, trace_labels
@@ -150,9 +150,7 @@ def part_tables(con: duckdb.DuckDBPyConnection, database_name: str) -> dict[str,
     linked = con.execute(f"SELECT value FROM {database_name}.tracekit_info WHERE key = 'linked'").fetchall()
     wanted = BASE_TABLES + (pipeline.NAMES if linked and linked[0][0] == "true" else ())
     rows = con.execute(
-        """SELECT c.table_name, c.column_name, c.data_type FROM duckdb_columns() c
-           JOIN duckdb_tables() t USING (database_name, schema_name, table_name)
-           WHERE c.database_name = ? ORDER BY c.table_name, c.column_index""",
+        sqlmodules.text("store/part_columns"),
         [database_name],
     ).fetchall()
     out: dict[str, list[tuple[str, str]]] = {}
