@@ -22,7 +22,7 @@ the end of a line::
 Slots, written ``{{...}}``:
 
 - ``{{name}}``: a parameter, written by its declared type: ``INT`` an integer, ``TEXT`` a quoted string,
-  ``LIST`` a parenthesised list of quoted strings, ``IDENT`` a name (an identifier, or one qualified by its
+  ``LIST`` a parenthesised list of quoted strings, ``ROWS`` rows of ints and strings for a ``VALUES`` list, ``IDENT`` a name (an identifier, or one qualified by its
   table and struct: ``x.d.stage``; also ``true`` and ``false``, for a fragment's condition), ``COLUMNS`` the
   typed ``args`` columns of ``schema.fields`` (``(key, column, type)`` triples, written ``a."key" AS column``,
   ``a`` being the parsed ``args``), ``KEYWORD(A|B)`` one of the words listed. A parameter declared and not used, used and not declared, or missing or extra in a
@@ -60,7 +60,7 @@ from tracekit.common import resources, sqltext
 # Packages whose sql/ folder holds modules.
 PACKAGES = ("ingest", "model", "attribution", "store", "present")
 
-_PARAM = re.compile(r"^--\s*@param\s+(\w+)\s+(INT|TEXT|LIST|IDENT|COLUMNS|KEYWORD\(([^)]*)\))\s*(.*)$")
+_PARAM = re.compile(r"^--\s*@param\s+(\w+)\s+(INT|TEXT|LIST|ROWS|IDENT|COLUMNS|KEYWORD\(([^)]*)\))\s*(.*)$")
 _CREATES = re.compile(r"^--\s*@creates\s+(\w+)\s*(.*)$")
 _SCRATCH = re.compile(r"^--\s*@scratch\s+(\w+)\s*(.*)$")
 _READS = re.compile(r"^--\s*@reads\s+(.*)$")
@@ -168,6 +168,13 @@ def _write(param: Param, value: object, path: Path) -> str:
         if not items:
             raise ValueError(f"{where} must not be an empty list")
         return sqltext.in_list(items)
+    if param.type == "ROWS":
+        rows = [tuple(v) for v in value]  # type: ignore[attr-defined]
+        if not rows or any(not isinstance(x, (int, str)) or isinstance(x, bool) for r in rows for x in r):
+            raise ValueError(f"{where} must be a non-empty list of rows of ints and strings, got {value!r}")
+        return ", ".join(
+            "(" + ", ".join(str(x) if isinstance(x, int) else sqltext.literal(x) for x in r) + ")" for r in rows
+        )
     if param.type == "COLUMNS":
         items = [tuple(v) for v in value]  # type: ignore[attr-defined]
         if not items:

@@ -29,11 +29,6 @@ def json_literal(value: object) -> str:
     return literal(json.dumps(value))
 
 
-def values_rows(rows: Iterable[Iterable[str]]) -> str:
-    """Rows of string literals for a ``VALUES`` list: ``('a', 'b'), ('c', 'd')``."""
-    return ", ".join("(" + ", ".join(literal(v) for v in row) + ")" for row in rows)
-
-
 INSERT_ROWS = 500  # rows per bound INSERT (DuckDB binds a statement's parameters one by one)
 
 

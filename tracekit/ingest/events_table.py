@@ -29,14 +29,14 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit.common import outputs
+from tracekit.common import outputs, sqlmodules
 from tracekit.common.sqltext import insert_rows, literal
 from tracekit.errors import NotATraceError, TraceFormatError
 from tracekit.ingest import formats, ranks
 from tracekit.ingest.formats import StagedTrace
 from tracekit.ingest.sources import Source, trace_labels
 from tracekit.schema import catalog
-from tracekit.schema.kinds import kind_join_sql
+from tracekit.schema.kinds import CATEGORY_KINDS
 
 # Bounds past which a value is corrupt, not merely unusual: ts must fit
 # int64 nanoseconds; no profiler window lasts 11 days.
@@ -194,11 +194,7 @@ def capture_labels(con: duckdb.DuckDBPyConnection, first_id: int = 1) -> None:
     """Traces recorded by ``tracekit capture`` (top-level ``tracekit_capture``) are labelled by
     what was recorded, not by their long file names (rank, host, timestamp): the impl, then
     impl-device, then impl-rankN, whichever is unique among all labels; else the name stays."""
-    rows = con.execute(
-        """SELECT trace_id, trace, metadata->>'$.tracekit_capture.impl', metadata->>'$.tracekit_capture.device',
-                  rank
-           FROM traces ORDER BY trace_id"""
-    ).fetchall()
+    rows = con.execute(sqlmodules.text("ingest/capture_labels")).fetchall()
     mine = [r for r in rows if r[0] >= first_id and r[2]]
     if not mine:
         return
@@ -296,24 +292,15 @@ def _insert_exact(con, batch: list[_Staged], workdir: Path) -> None:
 
 
 def _copy_select(table: str, id_base: int, first_rows: dict[int, int]) -> str:
-    """The rows of the batch ``table`` as rows of ``events``: numbered (``id`` from ``id_base``, the
-    ``ordinal`` from each trace's first row, ``first_rows``) and with their normalized ``kind``.
-
-    Done on the copy into ``events``, which need not keep row order, so the
-    category lookup can be a join rather than a CASE chain per row.
-    """
-    join, kind = kind_join_sql("b.cat", "b.ph")
-    firsts = ", ".join(f"({int(t)}, {int(r)})" for t, r in first_rows.items())
-    # 2021 traces file record_function ranges under "Operator" like any op;
-    # ranges are the ones named without a namespace and without shapes.
-    return f"""
-        SELECT b.* EXCLUDE (_colons) REPLACE (
-                   {int(id_base)} + b.rowid AS id,
-                   b.rowid - f.first_row AS ordinal,
-                   CASE WHEN b.cat = 'Operator' AND b.ph = 'X' AND b.name NOT LIKE '%::%'
-                             AND b.name NOT LIKE '%Backward%' AND NOT contains(CAST(b.args AS VARCHAR), '"Input Dims"')
-                        THEN 'user_annotation' ELSE {kind} END AS kind)
-        FROM {table} b JOIN (VALUES {firsts}) f(trace_id, first_row) ON f.trace_id = b.trace_id {join}"""
+    """The rows of the batch ``table`` as rows of ``events`` (``ingest/copy_events``): numbered from ``id_base``,
+    each trace's ``ordinal`` from its first row (``first_rows``), with their normalized ``kind``."""
+    return sqlmodules.text(
+        "ingest/copy_events",
+        batch=table,
+        id_base=int(id_base),
+        first_rows=[(int(t), int(r)) for t, r in first_rows.items()],
+        category_kinds=list(CATEGORY_KINDS.items()),
+    )
 
 
 def _first_line(exc: Exception) -> str:
@@ -324,14 +311,7 @@ def _first_line(exc: Exception) -> str:
 def _load_batch(con, batch: list[_Staged], workdir: Path, skipped: list[str]) -> int:
     id_base = con.execute("SELECT count(*) FROM events").fetchall()[0][0]
     _insert_events(con, batch, workdir, id_base)
-    stats = {
-        r[0]: r[1:]
-        for r in con.execute(
-            f"""SELECT trace_id, count(*), min(ts_ns) FILTER (WHERE ph IS DISTINCT FROM 'M'),
-                       max(end_ns) FILTER (WHERE ph IS DISTINCT FROM 'M')
-                FROM events WHERE id >= {id_base} GROUP BY trace_id"""
-        ).fetchall()
-    }
+    stats = {r[0]: r[1:] for r in con.execute(sqlmodules.text("ingest/batch_stats", id_base=int(id_base))).fetchall()}
     loaded = 0
     for trace in batch:
         if trace.trace_id not in stats:
@@ -355,19 +335,10 @@ def _load_batch(con, batch: list[_Staged], workdir: Path, skipped: list[str]) ->
 def _check_values(con, batch: list[_Staged], table: str, first_rows: dict[int, int]) -> None:
     """Raise on the first trace with events that are not usable trace events (``table``'s rows in
     file order, each trace's from its row ``first_rows[trace_id]``)."""
-    problem = f"""CASE
-        WHEN extra IS NOT NULL AND json_type(extra) <> 'OBJECT'
-            THEN 'is not a JSON object (it is ' || lower(json_type(extra)) || ')'
-        WHEN ts_ns IS NULL AND ph IS DISTINCT FROM 'M' THEN 'has no numeric ''ts'' (or one out of range)'
-        WHEN abs(ts_ns) > {MAX_ABS_TS_US * 1000} THEN 'has an absurd ts of ' || (ts_ns // 1000) || ' us'
-        WHEN ph = 'X' AND dur_ns IS NULL THEN 'is a complete event (ph X) without a numeric ''dur'''
-        WHEN dur_ns < 0 THEN 'has a negative dur of ' || (dur_ns / 1000)::DECIMAL(24, 3) || ' us'
-        WHEN dur_ns > {MAX_DUR_US * 1000} THEN 'has an absurd dur of ' || (dur_ns / 1000)::DECIMAL(24, 3) || ' us'
-    END"""
     rows = con.execute(
-        f"""SELECT trace_id, count(*) OVER (PARTITION BY trace_id) AS n, row, ph, name, problem
-            FROM (SELECT trace_id, rowid AS row, ph, name, {problem} AS problem FROM {table})
-            WHERE problem IS NOT NULL ORDER BY trace_id, row LIMIT 1"""
+        sqlmodules.text(
+            "ingest/bad_value", batch=table, max_abs_ts_ns=MAX_ABS_TS_US * 1000, max_dur_ns=MAX_DUR_US * 1000
+        )
     ).fetchall()
     if not rows:
         return

@@ -10,8 +10,6 @@ the raw ``cat``; the raw ``cat`` stays in every table for ``event_counts``.
 
 from __future__ import annotations
 
-from tracekit.common.sqltext import values_rows
-
 # lower(cat) -> kind
 CATEGORY_KINDS: dict[str, str] = {
     "cpu_op": "cpu_op",
@@ -64,24 +62,3 @@ LAUNCH_KINDS = ("runtime", "driver")
 # launched (MTIA dma_request, ...); it is real work inside the window and
 # counts like a linked op.
 ORPHAN_CAUSES = ("launched_before_trace", "no_correlation")
-
-
-def _no_cat_kind_sql(ph: str) -> str:
-    return (
-        f"(CASE {ph} WHEN 'M' THEN 'metadata' WHEN 'i' THEN 'marker' WHEN 'I' THEN 'marker' "
-        f"WHEN 'C' THEN 'counter' ELSE 'unknown' END)"
-    )
-
-
-def kind_join_sql(cat: str, ph: str, alias: str = "k") -> tuple[str, str]:
-    """``(join, expression)``: SQL mapping columns ``cat`` and ``ph`` to a kind.
-
-    ``join`` is a LEFT JOIN clause onto CATEGORY_KINDS (as ``alias``, matched
-    case-insensitively); ``expression`` gives the kind, by phase when there
-    is no category. A hash join on the few categories costs less than a
-    CASE chain per row where row order need not be kept.
-    """
-    rows = values_rows(CATEGORY_KINDS.items())
-    join = f"LEFT JOIN (VALUES {rows}) AS {alias}(lcat, kind) ON {alias}.lcat = lower({cat})"
-    expr = f"CASE WHEN {cat} IS NULL THEN {_no_cat_kind_sql(ph)} ELSE coalesce({alias}.kind, 'unknown') END"
-    return join, expr
