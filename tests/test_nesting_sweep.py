@@ -325,7 +325,7 @@ def test_preload_sets_polars_allocator_before_it_loads_unless_the_user_did(user)
     if user is not None:
         env[name] = user
     code = (
-        "import os, sys; from tracekit import background, link; link.preload(); background.wait(*link.SWEEP_MODULES);"
+        "import os, sys; from tracekit.common import background; from tracekit.model import link; link.preload(); background.wait(*link.SWEEP_MODULES);"
         f" print(os.environ.get({name!r}), 'polars' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
