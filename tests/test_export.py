@@ -171,30 +171,26 @@ def check_added_slices(trace, added):
 
 
 @pytest.fixture(scope="module")
-def variant_files(tmp_path_factory):
-    """The post's six variants, and flash with 2021 category names and string tids ("stream 7")."""
-    d = tmp_path_factory.mktemp("variants")
-    files = {}
-    for name, v in post_variants().items():
-        files[name] = (d / f"{name}.json.gz", v)
-        v.write(files[name][0])
+def variant_files(inputs):
+    """The post's six variants, and flash with 2021 category names and string tids ("stream 7"): the
+    session's files (``inputs``), so ``inputs.trace`` shares each one's load with the other modules."""
+    files = {name: (inputs.file(v, f"{name}.json.gz"), v) for name, v in post_variants().items()}
     legacy = post_variants(["flash"], legacy=True)["flash"]
-    files["flash_legacy"] = (d / "flash_legacy.json.gz", legacy)
-    legacy.write(files["flash_legacy"][0])
+    files["flash_legacy"] = (inputs.file(legacy, "flash_legacy.json.gz"), legacy)
     return files
 
 
 @pytest.mark.parametrize("name", [*VARIANTS, "flash_legacy"])
-def test_synthetic_variants_round_trip(variant_files, name, tmp_path):
+def test_synthetic_variants_round_trip(variant_files, inputs, name, tmp_path):
     path, variant = variant_files[name]
-    with tracekit.load(path) as trace:
-        summary, added = check_round_trip(path, trace, tmp_path / "out.json.gz")
-        check_added_slices(trace, added)
-        orphan_ns = dict(
-            trace.con.execute(
-                "SELECT stage, sum(dur_ns) FROM gpu_op_stages WHERE orphan AND stage <> 'other' GROUP BY stage"
-            ).fetchall()
-        )
+    trace = inputs.trace(path)
+    summary, added = check_round_trip(path, trace, tmp_path / "out.json.gz")
+    check_added_slices(trace, added)
+    orphan_ns = dict(
+        trace.con.execute(
+            "SELECT stage, sum(dur_ns) FROM gpu_op_stages WHERE orphan AND stage <> 'other' GROUP BY stage"
+        ).fetchall()
+    )
     # By construction: three forwards, one call each; in the fused variants the warm-up step's
     # orphan kernel is the attention kernel itself, a call of its own (docs/attribution.md).
     fused = name.startswith(("efficient", "flash", "cudnn"))
@@ -267,9 +263,10 @@ def test_vllm_trace_gets_stage_and_call_tracks(load_shared, shared_dir, tmp_path
     assert (summary.stage_events, summary.stage_tracks, summary.call_events) == (stages, streams, calls)
 
 
-@pytest.fixture
-def two_traces(variant_files, tmp_path):
-    db = tmp_path / "two.duckdb"
+@pytest.fixture(scope="module")
+def two_traces(variant_files, tmp_path_factory):
+    """naive and flash in one .duckdb, written once for the module (the tests only read it)."""
+    db = tmp_path_factory.mktemp("two") / "two.duckdb"
     tracekit.load([variant_files["naive"][0], variant_files["flash"][0]], output=db).close()
     return db
 
@@ -310,7 +307,7 @@ def test_cli_unwritable_output(variant_files, tmp_path, capsys):
     assert not out.parent.exists()
 
 
-def test_failure_leaves_no_output(variant_files, tmp_path, monkeypatch):
+def test_failure_leaves_no_output(variant_files, inputs, tmp_path, monkeypatch):
     out = tmp_path / "out.json.gz"
     out.write_text("previous export")
 
@@ -318,8 +315,8 @@ def test_failure_leaves_no_output(variant_files, tmp_path, monkeypatch):
         raise TracekitError("broken on purpose")
 
     monkeypatch.setattr(export, "_call_line", broken)
-    with tracekit.load(variant_files["flash"][0]) as trace, pytest.raises(TracekitError, match="on purpose"):
-        export.export_perfetto(trace, out)
+    with pytest.raises(TracekitError, match="on purpose"):
+        export.export_perfetto(inputs.trace(variant_files["flash"][0]), out)
     assert out.read_text() == "previous export"
     assert [p.name for p in tmp_path.iterdir()] == ["out.json.gz"]  # no temporary file left
 
