@@ -232,7 +232,7 @@ def test_a_database_is_written_one_row_group_at_a_time(trace_file, tmp_path, mon
     the part-filled row groups a parallel write leaves, on one core), but where many files' parts are merged."""
     path, truth = trace_file
     seen = []
-    build, ingest_ = pipeline.build, database.ingest.ingest
+    build, ingest_ = pipeline.build, database.events_table.ingest
 
     def setting(where):
         def record(con):
@@ -244,7 +244,9 @@ def test_a_database_is_written_one_row_group_at_a_time(trace_file, tmp_path, mon
         return record
 
     monkeypatch.setattr(pipeline, "build", lambda con, *a, **k: setting("build")(con) or build(con, *a, **k))
-    monkeypatch.setattr(database.ingest, "ingest", lambda con, *a, **k: setting("parse")(con) or ingest_(con, *a, **k))
+    monkeypatch.setattr(
+        database.events_table, "ingest", lambda con, *a, **k: setting("parse")(con) or ingest_(con, *a, **k)
+    )
     merge = parallel.merge
     monkeypatch.setattr(parallel, "merge", lambda con, *a, **k: setting("merge")(con) or merge(con, *a, **k))
     db = tmp_path / "t.duckdb"
