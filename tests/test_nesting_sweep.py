@@ -120,8 +120,16 @@ def _rows(path) -> list[tuple]:
         return trace.con.execute("SELECT * EXCLUDE (trace_id) FROM cpu_slices ORDER BY id").fetchall()
 
 
-@pytest.mark.parametrize("perturb", [None, "leaf_overhang", "overhang", "overlap", "overlap_12"])
-@pytest.mark.parametrize("seed", [slow_unless(seed < 2, seed) for seed in range(6)])  # 0 and 1: both NEST_ROWS
+# Every run: seed 0 with each perturbation, and seed 1 (an odd seed: _nest stored in parts) on a clean trace
+# (the perturbed ones other than leaf_overhang decline the sweep, so the part size does not reach them).
+@pytest.mark.parametrize(
+    "seed, perturb",
+    [
+        slow_unless(seed == 0 or (seed == 1 and perturb is None), seed, perturb, id=f"{seed}-{perturb}")
+        for seed in range(6)
+        for perturb in (None, "leaf_overhang", "overhang", "overlap", "overlap_12")
+    ],
+)
 def test_sweep_nests_exactly_as_the_range_join(inputs, monkeypatch, seed, perturb):
     path = _trace(inputs, seed, perturb)
     if seed % 2:  # the sweep stores _nest in parts of 7 rows (of hundreds)
