@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -76,20 +77,23 @@ def _content(content) -> bytes:
 
 
 class Inputs:
-    """Test inputs made once per session and found by their content.
+    """Test inputs made once per session and found by their content, shared by the session's xdist workers.
 
     ``file(content, name)`` writes ``content`` (bytes, text, a ``TraceBuilder`` or a post ``Variant``) as
     ``name`` in a folder named by the hash of the bytes, once: the same content under the same name is the
-    same path all session, so the trace cache (keyed by path, size and times) hits for every later test that
-    reads it. ``folder({name: content})`` does the same for a folder of files (ranks). ``trace(*paths)`` is
-    one in-memory database over those files, loaded and linked once and shared: tests that use it only
-    read (no ``use_rules``, no writes), and do not close it.
+    same path all session, in every worker, so the trace cache (keyed by path, size and times) hits for every
+    later test that reads it. ``folder({name: content})`` does the same for a folder of files (ranks),
+    ``made(key, make)`` for inputs other code writes (``cluster_synthetic.make_job``). ``trace(*paths)`` is
+    the database over those files, loaded and linked once per session in ``cache`` (tracekit's own cache, which
+    lets one worker build an entry while the other waits for it) and opened read only: tests that use it only
+    read (no ``use_rules``, no writes), and do not close it. Whatever a worker writes here appears whole
+    (written aside, then linked or renamed into place), and a second writer of the same input keeps the first.
     """
 
     def __init__(self, root: Path):
         self.root = root
+        self.cache = root / "cache"  # a TRACEKIT_CACHE_DIR for the session's workers together
         self._traces: dict[tuple[str, ...], object] = {}
-        self._made: dict[tuple, Path] = {}
 
     def _key(self, *parts: bytes) -> str:
         h = hashlib.sha256()
@@ -97,18 +101,33 @@ class Inputs:
             h.update(len(part).to_bytes(8, "little") + part)
         return h.hexdigest()[:20]
 
+    def _aside(self, final: Path) -> Path:
+        """A fresh path beside ``final`` for this process to write before putting it in place."""
+        final.parent.mkdir(parents=True, exist_ok=True)
+        return final.with_name(f".{final.name}.{os.getpid()}.part")
+
     def file(self, content, name: str = "trace.json") -> Path:
         """``content`` written once as ``name`` (gzip, deterministic, for a ``.gz`` name); its path."""
         data = _content(content)
         path = self.root / self._key(data, name.encode()) / name
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if name.endswith(".gz"):
-                data = gzip.compress(data, mtime=0)
-            part = path.with_name(path.name + ".part")
-            part.write_bytes(data)
-            part.replace(path)
+            part = self._aside(path)
+            part.write_bytes(gzip.compress(data, mtime=0) if name.endswith(".gz") else data)
+            try:
+                os.link(part, path)  # never replaces: the file (its inode and times: the cache key) stays put
+            except FileExistsError:
+                pass
+            finally:
+                part.unlink()
         return path
+
+    def _place(self, staging: Path, final: Path) -> None:
+        try:
+            staging.rename(final)  # a folder another worker put there first stays: ours goes
+        except OSError:
+            if not final.is_dir():
+                raise
+            shutil.rmtree(staging)
 
     def folder(self, files: Mapping[str, object], name: str = "traces") -> Path:
         """A folder ``name`` holding ``{relative path: content}``, written once; its path."""
@@ -116,30 +135,35 @@ class Inputs:
         key = self._key(name.encode(), *(p for rel, d in datas.items() for p in (rel.encode(), d)))
         folder = self.root / key / name
         if not folder.is_dir():
-            staging = self.root / key / (name + ".part")
+            staging = self._aside(folder)
             for rel, data in datas.items():
                 target = staging / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(gzip.compress(data, mtime=0) if rel.endswith(".gz") else data)
-            staging.replace(folder)
+            self._place(staging, folder)
         return folder
 
-    def made(self, key: tuple, make) -> Path:
-        """``make(folder)``'s path, made once per ``key`` in a fresh folder (inputs written by other code,
-        such as ``cluster_synthetic.make_job``)."""
-        if key not in self._made:
-            folder = self.root / "made" / self._key(repr(key).encode())
-            folder.mkdir(parents=True)
-            self._made[key] = make(folder)
-        return self._made[key]
+    def made(self, key: tuple, name: str, make) -> Path:
+        """``name`` as ``make(path)`` writes it, once per ``key`` (a repr-able tuple): inputs that other code
+        writes, such as ``cluster_synthetic.make_job``."""
+        folder = self.root / "made" / self._key(repr(key).encode())
+        if not folder.is_dir():
+            staging = self._aside(folder)
+            staging.mkdir()
+            make(staging / name)
+            self._place(staging, folder)
+        return folder / name
 
     def trace(self, *paths):
-        """One in-memory database over ``paths`` (files or folders), loaded and linked once, shared: read only."""
+        """The database over ``paths`` (files or folders), loaded and linked once per session, opened read only:
+        shared, so tests only read it."""
         import tracekit
 
         key = tuple(str(Path(p).resolve()) for p in paths)
         if key not in self._traces:
-            self._traces[key] = tracekit.load(list(paths)).link()
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("TRACEKIT_CACHE_DIR", str(self.cache))
+                self._traces[key] = tracekit.load(list(paths), cache=True, link=True)
         return self._traces[key]
 
     def close(self) -> None:
@@ -148,10 +172,17 @@ class Inputs:
         self._traces.clear()
 
 
+def _session_root(tmp_path_factory) -> Path:
+    """The run's own temporary folder: under pytest-xdist the one holding every worker's (their basetemp is
+    ``<root>/<worker>``), else this process's basetemp."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def inputs(tmp_path_factory):
-    """The session's ``Inputs``: test inputs made once, by content (one store per xdist worker)."""
-    store = Inputs(tmp_path_factory.mktemp("inputs"))
+    """The run's ``Inputs``: test inputs made once, by content, shared by its xdist workers."""
+    store = Inputs(_session_root(tmp_path_factory) / "inputs")
     yield store
     store.close()
 
@@ -172,20 +203,10 @@ def shared_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def load_shared(shared_dir):
-    """Load a shared trace once per session: ``load_shared("hta/x.json.gz")``."""
-    import tracekit
-
-    cache: dict[str, object] = {}
-
-    def get(rel: str):
-        if rel not in cache:
-            cache[rel] = tracekit.load(shared_dir / rel)
-        return cache[rel]
-
-    yield get
-    for trace in cache.values():
-        trace.close()
+def load_shared(shared_dir, inputs):
+    """A shared trace loaded and linked once per session (``inputs.trace``; read only):
+    ``load_shared("hta/x.json.gz")``."""
+    return lambda rel: inputs.trace(shared_dir / rel)
 
 
 VARIANTS = ("naive", "inplace", "math", "efficient", "flash", "cudnn")

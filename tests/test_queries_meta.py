@@ -35,11 +35,10 @@ def _synthetic(variant: str):
 
 def _cluster(inputs) -> Path:
     # Four ranks of one job built from the real NCCL rank 0: skewed clocks, rank 2 late (tests/cluster_synthetic.py).
-    def make(folder: Path) -> Path:
-        make_job(require_shared() / "hta/a100_nccl_rank0.json.gz", folder / "cluster_a100_4ranks", **GOLDEN_JOB)
-        return folder / "cluster_a100_4ranks"
-
-    return inputs.made(("golden_job",), make)
+    source = require_shared() / "hta/a100_nccl_rank0.json.gz"
+    return inputs.made(
+        ("make_job", GOLDEN_JOB), "cluster_a100_4ranks", lambda path: make_job(source, path, **GOLDEN_JOB)
+    )
 
 
 def _ranks_flash_math(inputs) -> Path:
@@ -104,7 +103,8 @@ def test_golden_output(q, golden, inputs):
     args = ["query", q.id, str(INPUTS[input_name](inputs)), "-f", "csv"]
     for pair in filter(None, param_text.split("__")):
         args += ["-p", pair]
-    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    # The session's cache: each input is loaded and linked once for all the workers.
+    result = CliRunner().invoke(cli, args, env={"TRACEKIT_CACHE_DIR": str(inputs.cache)}, catch_exceptions=False)
     assert result.exit_code == 0
     # The golden is what goes to stdout; notes (left-out orphans) go to stderr.
     if os.environ.get("TRACEKIT_UPDATE_GOLDEN") == "1":
