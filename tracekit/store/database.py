@@ -456,7 +456,9 @@ def code_files(package: Path = PACKAGE, stages_csv: Path | None = None) -> list[
     """Every file that decides a database's contents besides the inputs: tracekit's code and model SQL
     (every module of every layer), the shipped rule tables, the stage vocabulary (``stages_csv``,
     default the installed one) and the user rule folders of $TRACEKIT_RULES_PATH."""
-    files = sorted(p for p in package.rglob("*") if p.suffix in (".py", ".sql", ".csv") and "__pycache__" not in p.parts)
+    files = sorted(
+        p for p in package.rglob("*") if p.suffix in (".py", ".sql", ".csv") and "__pycache__" not in p.parts
+    )
     files.append(stages_csv or stages.csv_path())
     files += [p for d in rules.search_path()[:-1] for p in sorted(d.glob("*.csv"))]
     return files
