@@ -97,7 +97,8 @@ def test_load_imports_no_arrow_or_polars(tiny, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
-    assert (tmp_path / "o.duckdb").exists()
+    with tracekit.open(tmp_path / "o.duckdb") as trace:  # the load wrote the trace's three events
+        assert trace.rows("SELECT count(*) FROM events") == [(3,)]
 
 
 def test_load_then_query_formats(tiny, tmp_path):
