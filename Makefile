@@ -45,8 +45,12 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Tests run in parallel worker processes (pytest-xdist; auto: one per core), each test file on one worker
+# so that its module fixtures are built once. TEST_WORKERS=0 runs them in one process. Tests marked slow
+# (exhaustive matrices, fuzzing) run only with TRACEKIT_SLOW=1, as in CI.
+TEST_WORKERS ?= auto
 test: $(VENV)/.installed-dev browser lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/bench_load.py

@@ -1,12 +1,21 @@
-"""Shared fixtures: the real traces in ../shared/traces and loading helpers.
+"""Shared fixtures: the real traces in ../shared/traces, test inputs made once, loading helpers.
 
 Tests that need ../shared/traces skip with a reason when it is absent, and
 fail instead when TRACEKIT_REQUIRE_SHARED=1 (CI sets it).
+
+Inputs are made once per session (per worker under pytest-xdist) and found by their content
+(``inputs``: the same bytes give the same file, so two tests that write the same synthetic trace
+share one file, one cached database and one loaded ``Trace``). Tests marked ``slow`` (exhaustive
+random matrices, fuzzing) are skipped unless TRACEKIT_SLOW=1; CI (.ci/run) sets it and runs them all.
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import os
+import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -37,6 +46,147 @@ SHARED_TRACES = [
 ]
 
 
+SLOW = os.environ.get("TRACEKIT_SLOW") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the ``slow`` tests (saying how to run them) unless TRACEKIT_SLOW=1: skipped, never deselected,
+    so a run of only slow tests still reports them instead of collecting nothing."""
+    if SLOW:
+        return
+    skip = pytest.mark.skip(reason="slow (exhaustive matrix or fuzz): TRACEKIT_SLOW=1 runs it, as CI does")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+def slow_unless(first: bool, *values, **kw):
+    """``pytest.param(*values)`` marked ``slow`` unless ``first``: a matrix keeps its first cases in every run and
+    the rest for TRACEKIT_SLOW=1 (CI)."""
+    return pytest.param(*values, marks=() if first else pytest.mark.slow, **kw)
+
+
+def _content(content) -> bytes:
+    """The bytes of a test input: bytes as they are, text as UTF-8, a ``TraceBuilder`` or ``Variant`` as it writes."""
+    if isinstance(content, bytes):
+        return content
+    if isinstance(content, str):
+        return content.encode()
+    builder = getattr(content, "builder", content)  # a synthetic.Variant holds its builder
+    return builder.dumps().encode()
+
+
+class Inputs:
+    """Test inputs made once per session and found by their content, shared by the session's xdist workers.
+
+    ``file(content, name)`` writes ``content`` (bytes, text, a ``TraceBuilder`` or a post ``Variant``) as
+    ``name`` in a folder named by the hash of the bytes, once: the same content under the same name is the
+    same path all session, in every worker, so the trace cache (keyed by path, size and times) hits for every
+    later test that reads it. ``folder({name: content})`` does the same for a folder of files (ranks),
+    ``made(key, make)`` for inputs other code writes (``cluster_synthetic.make_job``). ``trace(*paths)`` is
+    the database over those files, loaded and linked once per session in ``cache`` (tracekit's own cache, which
+    lets one worker build an entry while the other waits for it) and opened read only: tests that use it only
+    read (no ``use_rules``, no writes), and do not close it. Whatever a worker writes here appears whole
+    (written aside, then linked or renamed into place), and a second writer of the same input keeps the first.
+    """
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.cache = root / "cache"  # a TRACEKIT_CACHE_DIR for the session's workers together
+        self._traces: dict[tuple[str, ...], object] = {}
+
+    def _key(self, *parts: bytes) -> str:
+        h = hashlib.sha256()
+        for part in parts:
+            h.update(len(part).to_bytes(8, "little") + part)
+        return h.hexdigest()[:20]
+
+    def _aside(self, final: Path) -> Path:
+        """A fresh path beside ``final`` for this process to write before putting it in place."""
+        final.parent.mkdir(parents=True, exist_ok=True)
+        return final.with_name(f".{final.name}.{os.getpid()}.part")
+
+    def file(self, content, name: str = "trace.json") -> Path:
+        """``content`` written once as ``name`` (gzip, deterministic, for a ``.gz`` name); its path."""
+        data = _content(content)
+        path = self.root / self._key(data, name.encode()) / name
+        if not path.exists():
+            part = self._aside(path)
+            part.write_bytes(gzip.compress(data, mtime=0) if name.endswith(".gz") else data)
+            try:
+                os.link(part, path)  # never replaces: the file (its inode and times: the cache key) stays put
+            except FileExistsError:
+                pass
+            finally:
+                part.unlink()
+        return path
+
+    def _place(self, staging: Path, final: Path) -> None:
+        try:
+            staging.rename(final)  # a folder another worker put there first stays: ours goes
+        except OSError:
+            if not final.is_dir():
+                raise
+            shutil.rmtree(staging)
+
+    def folder(self, files: Mapping[str, object], name: str = "traces") -> Path:
+        """A folder ``name`` holding ``{relative path: content}``, written once; its path."""
+        datas = {rel: _content(c) for rel, c in sorted(files.items())}
+        key = self._key(name.encode(), *(p for rel, d in datas.items() for p in (rel.encode(), d)))
+        folder = self.root / key / name
+        if not folder.is_dir():
+            staging = self._aside(folder)
+            for rel, data in datas.items():
+                target = staging / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(gzip.compress(data, mtime=0) if rel.endswith(".gz") else data)
+            self._place(staging, folder)
+        return folder
+
+    def made(self, key: tuple, name: str, make) -> Path:
+        """``name`` as ``make(path)`` writes it, once per ``key`` (a repr-able tuple): inputs that other code
+        writes, such as ``cluster_synthetic.make_job``."""
+        folder = self.root / "made" / self._key(repr(key).encode())
+        if not folder.is_dir():
+            staging = self._aside(folder)
+            staging.mkdir()
+            make(staging / name)
+            self._place(staging, folder)
+        return folder / name
+
+    def trace(self, *paths):
+        """The database over ``paths`` (files or folders), loaded and linked once per session, opened read only:
+        shared, so tests only read it."""
+        import tracekit
+
+        key = tuple(str(Path(p).resolve()) for p in paths)
+        if key not in self._traces:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("TRACEKIT_CACHE_DIR", str(self.cache))
+                self._traces[key] = tracekit.load(list(paths), cache=True, link=True)
+        return self._traces[key]
+
+    def close(self) -> None:
+        for trace in self._traces.values():
+            trace.close()
+        self._traces.clear()
+
+
+def _session_root(tmp_path_factory) -> Path:
+    """The run's own temporary folder: under pytest-xdist the one holding every worker's (their basetemp is
+    ``<root>/<worker>``), else this process's basetemp."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def inputs(tmp_path_factory):
+    """The run's ``Inputs``: test inputs made once, by content, shared by its xdist workers."""
+    store = Inputs(_session_root(tmp_path_factory) / "inputs")
+    yield store
+    store.close()
+
+
 def require_shared() -> Path:
     """The shared traces folder, or skip (fail under TRACEKIT_REQUIRE_SHARED=1)."""
     if SHARED.is_dir():
@@ -53,46 +203,30 @@ def shared_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def load_shared(shared_dir):
-    """Load a shared trace once per session: ``load_shared("hta/x.json.gz")``."""
-    import tracekit
-
-    cache: dict[str, object] = {}
-
-    def get(rel: str):
-        if rel not in cache:
-            cache[rel] = tracekit.load(shared_dir / rel)
-        return cache[rel]
-
-    yield get
-    for trace in cache.values():
-        trace.close()
+def load_shared(shared_dir, inputs):
+    """A shared trace loaded and linked once per session (``inputs.trace``; read only):
+    ``load_shared("hta/x.json.gz")``."""
+    return lambda rel: inputs.trace(shared_dir / rel)
 
 
 VARIANTS = ("naive", "inplace", "math", "efficient", "flash", "cudnn")
 
 
-def load_post_variants(directory: Path, legacy: bool = False) -> dict:
-    """The post's six attention variants as synthetic traces, loaded: {name: (Trace, Variant)}."""
+def load_post_variants(inputs: Inputs, legacy: bool = False) -> dict:
+    """The post's six attention variants as synthetic traces, each loaded and linked once per session
+    (shared: read only): {name: (Trace, Variant)}."""
     from synthetic import post_variants
-
-    import tracekit
 
     out = {}
     for name, variant in post_variants(legacy=legacy).items():
-        path = directory / f"{name}.json.gz"
-        variant.write(path)
-        out[name] = (tracekit.load(path), variant)
+        out[name] = (inputs.trace(inputs.file(variant, f"{name}.json.gz")), variant)
     return out
 
 
 @pytest.fixture(scope="session")
-def post_traces(tmp_path_factory):
-    """The post's variants (modern categories), loaded once per session."""
-    out = load_post_variants(tmp_path_factory.mktemp("post"))
-    yield out
-    for trace, _ in out.values():
-        trace.close()
+def post_traces(inputs):
+    """The post's variants (modern categories), loaded once per session (shared: read only)."""
+    return load_post_variants(inputs)
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+import tracekit
 from tracekit.cli import cli, main
 from tracekit.ingest import scan
 
@@ -63,7 +64,7 @@ def test_help_everywhere_has_an_example():
 
 def test_python_dash_m_works():
     out = subprocess.run([sys.executable, "-m", "tracekit", "--version"], capture_output=True, text=True)
-    assert out.returncode == 0 and out.stdout.startswith("tracekit")
+    assert out.returncode == 0 and out.stdout == f"tracekit, version {tracekit.__version__}\n"
 
 
 def test_command_exits_fast_with_whole_output_and_its_code(tiny, tmp_path):
@@ -133,7 +134,8 @@ def test_load_imports_no_arrow_or_polars(tiny, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
-    assert (tmp_path / "o.duckdb").exists()
+    with tracekit.open(tmp_path / "o.duckdb") as trace:  # the load wrote the trace's three events
+        assert trace.rows("SELECT count(*) FROM events") == [(3,)]
 
 
 def test_load_then_query_formats(tiny, tmp_path):

@@ -30,26 +30,26 @@ from tracekit.present import export
 WIDE = decimal.Context(prec=200)
 
 
-def canon(value):
-    """A JSON value compared exactly: numbers by decimal value (1 == 1.000), never bool == int or "7" == 7."""
-    if isinstance(value, bool):
-        return ("bool", value)
-    if isinstance(value, (int, Decimal)):
-        return ("number", WIDE.normalize(Decimal(value)))
-    if isinstance(value, dict):
-        return ("object", {k: canon(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return ("array", [canon(v) for v in value])
-    return (type(value).__name__, value)
+def same(a, b) -> bool:
+    """Two JSON values compared exactly: numbers by decimal value (1 == 1.000), never bool == int or "7" == 7.
+    Walks both at once without building a canonical copy (the round trips compare about a million values)."""
+    ta, tb = type(a), type(b)
+    if ta is dict:
+        return tb is dict and a.keys() == b.keys() and all(same(v, b[k]) for k, v in a.items())
+    if ta is list:
+        return tb is list and len(a) == len(b) and all(map(same, a, b))
+    if ta in (int, Decimal):  # a bool's type is bool: never a number here
+        return tb in (int, Decimal) and (a == b or WIDE.normalize(Decimal(a)) == WIDE.normalize(Decimal(b)))
+    return ta is tb and a == b
 
 
-def canon_event(event):
-    """An event for comparison: pid, tid and id by their text, since the events table keeps
+def same_event(a, b) -> bool:
+    """Two events compared as ``same`` does, but pid, tid and id by their text, since the events table keeps
     them as text and export writes an integer text as a number ("tid": "25738" -> 25738)."""
-    if not isinstance(event, dict):
-        return canon(event)
-    norm = {k: (("text", str(v)) if k in ("pid", "tid", "id") else canon(v)) for k, v in event.items()}
-    return ("object", norm)
+    if type(a) is not dict or type(b) is not dict:
+        return type(a) is not dict and type(b) is not dict and same(a, b)
+    ids = ("pid", "tid", "id")
+    return a.keys() == b.keys() and all(str(v) == str(b[k]) if k in ids else same(v, b[k]) for k, v in a.items())
 
 
 def read_json(path):
@@ -90,9 +90,9 @@ def check_round_trip(source_path, trace, out_path):
     top, events = split(read_json(out_path))
 
     # The original events, unchanged and in order; the file's top-level keys.
-    assert canon(top) == canon(original_top)
+    assert same(top, original_top)
     assert len(events) >= len(original)
-    bad = [i for i, (a, b) in enumerate(zip(original, events)) if canon_event(a) != canon_event(b)]
+    bad = [i for i, (a, b) in enumerate(zip(original, events)) if not same_event(a, b)]
     assert not bad, f"{len(bad)} events differ, first #{bad[0]}: {original[bad[0]]} != {events[bad[0]]}"
 
     # Exactly the added events, and every slice with numeric ts and dur.
@@ -171,30 +171,26 @@ def check_added_slices(trace, added):
 
 
 @pytest.fixture(scope="module")
-def variant_files(tmp_path_factory):
-    """The post's six variants, and flash with 2021 category names and string tids ("stream 7")."""
-    d = tmp_path_factory.mktemp("variants")
-    files = {}
-    for name, v in post_variants().items():
-        files[name] = (d / f"{name}.json.gz", v)
-        v.write(files[name][0])
+def variant_files(inputs):
+    """The post's six variants, and flash with 2021 category names and string tids ("stream 7"): the
+    session's files (``inputs``), so ``inputs.trace`` shares each one's load with the other modules."""
+    files = {name: (inputs.file(v, f"{name}.json.gz"), v) for name, v in post_variants().items()}
     legacy = post_variants(["flash"], legacy=True)["flash"]
-    files["flash_legacy"] = (d / "flash_legacy.json.gz", legacy)
-    legacy.write(files["flash_legacy"][0])
+    files["flash_legacy"] = (inputs.file(legacy, "flash_legacy.json.gz"), legacy)
     return files
 
 
 @pytest.mark.parametrize("name", [*VARIANTS, "flash_legacy"])
-def test_synthetic_variants_round_trip(variant_files, name, tmp_path):
+def test_synthetic_variants_round_trip(variant_files, inputs, name, tmp_path):
     path, variant = variant_files[name]
-    with tracekit.load(path) as trace:
-        summary, added = check_round_trip(path, trace, tmp_path / "out.json.gz")
-        check_added_slices(trace, added)
-        orphan_ns = dict(
-            trace.con.execute(
-                "SELECT stage, sum(dur_ns) FROM gpu_op_stages WHERE orphan AND stage <> 'other' GROUP BY stage"
-            ).fetchall()
-        )
+    trace = inputs.trace(path)
+    summary, added = check_round_trip(path, trace, tmp_path / "out.json.gz")
+    check_added_slices(trace, added)
+    orphan_ns = dict(
+        trace.con.execute(
+            "SELECT stage, sum(dur_ns) FROM gpu_op_stages WHERE orphan AND stage <> 'other' GROUP BY stage"
+        ).fetchall()
+    )
     # By construction: three forwards, one call each; in the fused variants the warm-up step's
     # orphan kernel is the attention kernel itself, a call of its own (docs/attribution.md).
     fused = name.startswith(("efficient", "flash", "cudnn"))
@@ -267,9 +263,10 @@ def test_vllm_trace_gets_stage_and_call_tracks(load_shared, shared_dir, tmp_path
     assert (summary.stage_events, summary.stage_tracks, summary.call_events) == (stages, streams, calls)
 
 
-@pytest.fixture
-def two_traces(variant_files, tmp_path):
-    db = tmp_path / "two.duckdb"
+@pytest.fixture(scope="module")
+def two_traces(variant_files, tmp_path_factory):
+    """naive and flash in one .duckdb, written once for the module (the tests only read it)."""
+    db = tmp_path_factory.mktemp("two") / "two.duckdb"
     tracekit.load([variant_files["naive"][0], variant_files["flash"][0]], output=db).close()
     return db
 
@@ -310,7 +307,7 @@ def test_cli_unwritable_output(variant_files, tmp_path, capsys):
     assert not out.parent.exists()
 
 
-def test_failure_leaves_no_output(variant_files, tmp_path, monkeypatch):
+def test_failure_leaves_no_output(variant_files, inputs, tmp_path, monkeypatch):
     out = tmp_path / "out.json.gz"
     out.write_text("previous export")
 
@@ -318,8 +315,8 @@ def test_failure_leaves_no_output(variant_files, tmp_path, monkeypatch):
         raise TracekitError("broken on purpose")
 
     monkeypatch.setattr(export, "_call_line", broken)
-    with tracekit.load(variant_files["flash"][0]) as trace, pytest.raises(TracekitError, match="on purpose"):
-        export.export_perfetto(trace, out)
+    with pytest.raises(TracekitError, match="on purpose"):
+        export.export_perfetto(inputs.trace(variant_files["flash"][0]), out)
     assert out.read_text() == "previous export"
     assert [p.name for p in tmp_path.iterdir()] == ["out.json.gz"]  # no temporary file left
 

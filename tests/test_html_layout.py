@@ -71,6 +71,10 @@ def test_report_fits_1400px(tmp_path, variants):
     shot = tmp_path / "report.png"
     run = _chromium(browser, tmp_path, rep_path(tmp_path, rep), f"--screenshot={shot}", "--window-size=1400,1400")
     assert run.returncode == 0 and shot.stat().st_size > 10_000
+    png = shot.read_bytes()
+    # A PNG of the window: signature, then the IHDR chunk's width and height (big-endian).
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (1400, 1400)
 
 
 def rep_path(tmp: Path, rep) -> str:

@@ -42,6 +42,10 @@ def test_same_source_twice_still_gets_two_labels(tmp_path):
     rep = report.build([path, path])
     labels = [t.label for t in rep.traces]
     assert len(set(labels)) == 2
+    assert labels[1] == labels[0] + "#2"  # the second copy is numbered
+    assert rep.traces[0].headline == rep.traces[1].headline  # one file: the same figures twice
+    assert rep.traces[0].headline["impl"] == "flash" and rep.traces[0].headline["attention_calls"] == 3
+    assert list(rep.comparison["tables"]) == [labels[1]]
 
 
 def test_one_trace_report_has_no_ratio_to_itself():

@@ -15,11 +15,10 @@ import tracekit
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["modern", "legacy"])
-def variants(request, tmp_path_factory):
-    loaded = load_post_variants(tmp_path_factory.mktemp("post"), legacy=request.param)
-    yield {name: (trace, v.truth) for name, (trace, v) in loaded.items()}
-    for trace, _ in loaded.values():
-        trace.close()
+def variants(request, inputs):
+    """The post's variants with modern or 2021 category names, loaded once per session (shared: read only)."""
+    loaded = load_post_variants(inputs, legacy=request.param)
+    return {name: (trace, v.truth) for name, (trace, v) in loaded.items()}
 
 
 @pytest.mark.parametrize("name", VARIANTS)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import stat
 import subprocess
 import sys
@@ -30,10 +31,22 @@ def trace_file(tmp_path):
     return path
 
 
+@pytest.fixture(scope="module")
+def linked_db(tmp_path_factory):
+    """The math variant loaded and linked into a .duckdb once for the module."""
+    folder = tmp_path_factory.mktemp("linked")
+    post_variants()["math"].write(folder / "math.json.gz")
+    out = folder / "t.duckdb"
+    tracekit.load(folder / "math.json.gz", output=out, link=True).close()
+    assert _hidden(folder) == []  # the load left nothing beside its output
+    return out
+
+
 @pytest.fixture
-def db(trace_file, tmp_path):
+def db(linked_db, tmp_path):
+    """A copy of ``linked_db`` in the test's folder, beside its trace file: the test may write over it."""
     out = tmp_path / "t.duckdb"
-    tracekit.load(trace_file, output=out, link=True).close()
+    shutil.copyfile(linked_db, out)
     return out
 
 

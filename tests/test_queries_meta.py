@@ -16,7 +16,6 @@ from cluster_synthetic import GOLDEN_JOB, make_job
 from conftest import require_shared
 from synthetic import post_variants
 
-import tracekit
 from tracekit.cli import cli
 from tracekit.library import queries
 
@@ -24,36 +23,34 @@ GOLDEN = Path(__file__).parent / "golden"
 SHIPPED = sorted(queries.library().values(), key=lambda q: q.id)
 
 
-# Inputs for golden runs: name -> function returning a path (made on demand).
-# synthetic_<variant> is one of the post's variants built by tests/synthetic.py.
+# Inputs for golden runs: name -> function of the session's ``Inputs`` returning a path, made once per session
+# (the CLI's trace cache then loads and links each once). synthetic_<variant> is one of the post's variants
+# built by tests/synthetic.py.
 def _synthetic(variant: str):
-    def make(tmp: Path) -> Path:
-        path = tmp / f"synthetic_{variant}.json.gz"
-        post_variants([variant])[variant].write(path)
-        return path
+    def make(inputs) -> Path:
+        return inputs.file(post_variants([variant])[variant], f"synthetic_{variant}.json.gz")
 
     return make
 
 
-def _cluster(tmp: Path) -> Path:
+def _cluster(inputs) -> Path:
     # Four ranks of one job built from the real NCCL rank 0: skewed clocks, rank 2 late (tests/cluster_synthetic.py).
-    folder = tmp / "cluster_a100_4ranks"
-    make_job(require_shared() / "hta/a100_nccl_rank0.json.gz", folder, **GOLDEN_JOB)
-    return folder
+    source = require_shared() / "hta/a100_nccl_rank0.json.gz"
+    return inputs.made(
+        ("make_job", GOLDEN_JOB), "cluster_a100_4ranks", lambda path: make_job(source, path, **GOLDEN_JOB)
+    )
 
 
-def _ranks_flash_math(tmp: Path) -> Path:
+def _ranks_flash_math(inputs) -> Path:
     # Two ranks whose attention differs by construction: rank 0 runs the flash variant, rank 1 the math one.
-    folder = tmp / "synthetic_ranks_flash_math"
-    folder.mkdir()
     variants = post_variants(["flash", "math"])
-    variants["flash"].write(folder / "rank0.json.gz")
-    variants["math"].write(folder / "rank1.json.gz")
-    return folder
+    return inputs.folder(
+        {"rank0.json.gz": variants["flash"], "rank1.json.gz": variants["math"]}, "synthetic_ranks_flash_math"
+    )
 
 
 def _shared(rel: str):
-    return lambda tmp: require_shared() / rel
+    return lambda inputs: require_shared() / rel
 
 
 INPUTS = {
@@ -80,10 +77,16 @@ def golden_cases():
             yield pytest.param(q, f, id=f"{q.id}/{f.stem}")
 
 
+@pytest.fixture(scope="module")
+def cpu_naive(inputs):
+    """The CPU naive sample, loaded and linked once (shared: read only)."""
+    return inputs.trace(Path(__file__).parent.parent / "sample_traces" / "cpu_attention" / "naive.json.gz")
+
+
 @pytest.mark.parametrize("q", SHIPPED, ids=lambda q: q.id)
-def test_header_matches_the_result_columns(q):
+def test_header_matches_the_result_columns(q, cpu_naive):
     assert q.title.endswith(".") and q.description, f"{q.path}: title and description needed"
-    trace = tracekit.load(Path(__file__).parent.parent / "sample_traces" / "cpu_attention" / "naive.json.gz")
+    trace = cpu_naive
     described = trace.con.execute(f"DESCRIBE {q.sql}", q.bind({})).fetchall()
     got = [(r[0], r[1]) for r in described]
     want = [(c.name, c.type) for c in q.columns]
@@ -98,13 +101,14 @@ def test_every_query_has_a_golden_file(q):
 
 
 @pytest.mark.parametrize("q,golden", list(golden_cases()))
-def test_golden_output(q, golden, tmp_path):
+def test_golden_output(q, golden, inputs):
     stem = golden.stem
     input_name, _, param_text = stem.partition("__")
-    args = ["query", q.id, str(INPUTS[input_name](tmp_path)), "-f", "csv"]
+    args = ["query", q.id, str(INPUTS[input_name](inputs)), "-f", "csv"]
     for pair in filter(None, param_text.split("__")):
         args += ["-p", pair]
-    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    # The session's cache: each input is loaded and linked once for all the workers.
+    result = CliRunner().invoke(cli, args, env={"TRACEKIT_CACHE_DIR": str(inputs.cache)}, catch_exceptions=False)
     assert result.exit_code == 0
     # The golden is what goes to stdout; notes (left-out orphans) go to stderr.
     if os.environ.get("TRACEKIT_UPDATE_GOLDEN") == "1":

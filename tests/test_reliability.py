@@ -320,14 +320,28 @@ def test_one_empty_rank_does_not_fail_a_directory(trace_file, tmp_path, capsys):
 
 
 def test_rules_csv_with_a_byte_order_mark(trace_file, tmp_path, capsys):
-    """Excel's "CSV UTF-8" starts with a BOM; the rules read the same with or without it."""
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    (rules / "kernel_stages.csv").write_bytes(
-        b"\xef\xbb\xbfpattern,stage,impl,context,attention,note\n^does_not_match$,softmax,,any,yes,bom test\n"
-    )
-    assert main(["stages", str(trace_file), "--rules", str(rules), "-f", "json"]) == 0
-    assert "stage_breakdown" in json.loads(capsys.readouterr().out)
+    """Excel's "CSV UTF-8" starts with a BOM; the rules read the same with or without it. The rule matches:
+    the math variant's region label ``sdpa_fwd`` made a softmax call, so every linked GPU op of the trace (60,
+    by construction) is softmax by label, where without the rule the ops decide (qk_matmul, mask, ...)."""
+    linked_gpu_ops = sum(1 for g in post_variants(["math"])["math"].truth["gpu_ops"] if not g["orphan"])
+    assert linked_gpu_ops == 60
+
+    def breakdown(*rules_args) -> list[tuple]:
+        assert main(["stages", str(trace_file), *rules_args, "-f", "json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["stage_breakdown"]
+        return sorted((r["stage"], r["gpu_ops"], r["gpu_by_label"]) for r in rows)
+
+    without = breakdown()
+    assert {stage for stage, _, _ in without} >= {"qk_matmul", "softmax", "pv_matmul", "mask"}
+    assert all(by_label == 0 for _, _, by_label in without)
+    rule = b"pattern,stage,call,impl,note\n^sdpa_fwd$,softmax,yes,,bom test\n"
+    got = {}
+    for name, bom in (("plain", b""), ("bom", b"\xef\xbb\xbf")):
+        rules = tmp_path / name
+        rules.mkdir()
+        (rules / "label_stages.csv").write_bytes(bom + rule)
+        got[name] = breakdown("--rules", str(rules))
+    assert got["bom"] == got["plain"] == [("other", 0, 0), ("softmax", linked_gpu_ops, linked_gpu_ops)]
 
 
 def test_the_cache_notices_a_rewrite_with_the_same_size_and_mtime(trace_file, tmp_path, monkeypatch):

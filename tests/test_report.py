@@ -43,15 +43,9 @@ ORDER = ("inplace", "naive", "math", "efficient", "flash", "cudnn")
 
 
 @pytest.fixture(scope="module")
-def variants(tmp_path_factory):
-    """name -> (trace path, truth) for the post's six variants."""
-    d = tmp_path_factory.mktemp("variants")
-    out = {}
-    for name, v in post_variants().items():
-        path = d / f"{name}.json.gz"
-        v.write(path)
-        out[name] = (path, v.truth)
-    return out
+def variants(inputs):
+    """name -> (trace path, truth) for the post's six variants (the session's files: ``inputs``)."""
+    return {name: (inputs.file(v, f"{name}.json.gz"), v.truth) for name, v in post_variants().items()}
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +67,9 @@ def made(variants, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def loaded(variants):
-    """name -> Trace, loaded independently of the report."""
-    traces = {n: tracekit.load(variants[n][0]) for n in ORDER}
-    yield traces
-    for t in traces.values():
-        t.close()
+def loaded(variants, inputs):
+    """name -> Trace, loaded independently of the report (once per session, shared: read only)."""
+    return {n: inputs.trace(variants[n][0]) for n in ORDER}
 
 
 class _Page(HTMLParser):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from conftest import slow_unless
 
 import tracekit
 
@@ -352,9 +353,20 @@ _COMPUTE = (
 )
 
 
-@pytest.mark.parametrize("attn", ["eager", "sdpa"])
-@pytest.mark.parametrize("family", ["llama", "neox", "qwen3", "phi3", "opt", "falcon", "gptj", "bert", "gpt2"])
-@pytest.mark.parametrize("shapes", [True, False], ids=["record_shapes", "no_shapes"])
+FAMILIES = ["llama", "neox", "qwen3", "phi3", "opt", "falcon", "gptj", "bert", "gpt2"]
+
+
+# Every family with shapes (where the families differ: the widened block) in every run; without shapes
+# (the call stays the core, whatever the family) Llama in every run, the other families under TRACEKIT_SLOW.
+@pytest.mark.parametrize(
+    "shapes, family, attn",
+    [
+        slow_unless(shapes or family == "llama", shapes, family, attn, id=f"{label}-{family}-{attn}")
+        for shapes, label in ((True, "record_shapes"), (False, "no_shapes"))
+        for family in FAMILIES
+        for attn in ("eager", "sdpa")
+    ],
+)
 def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family, shapes, attn):
     """A tiny random Hugging Face model recorded twice, labelled by the capture module and bare (no
     labels, no Python stacks). Bare, the call is what op order shows: the eager pattern (matmul ->

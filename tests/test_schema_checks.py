@@ -9,7 +9,7 @@ or a dangling reference fails here whichever step introduced it.
 from __future__ import annotations
 
 import pytest
-from conftest import SHARED_TRACES, load_post_variants
+from conftest import SHARED_TRACES
 
 from tracekit.common.sqltext import in_list
 from tracekit.schema import stages
@@ -63,6 +63,6 @@ def test_checks_hold_on_shared_traces(rel, load_shared):
     assert _violations(load_shared(rel)) == []
 
 
-def test_checks_hold_on_the_synthetic_variants(tmp_path):
-    for name, (trace, _) in load_post_variants(tmp_path).items():
+def test_checks_hold_on_the_synthetic_variants(post_traces):
+    for name, (trace, _) in post_traces.items():
         assert _violations(trace) == [], name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import json
 from collections import Counter
@@ -19,14 +20,20 @@ def raw_events(path):
     return doc, (doc["traceEvents"] if isinstance(doc, dict) else doc)
 
 
+@pytest.fixture(scope="module")
+def raw():
+    """``raw_events``, each file parsed once for the module (three tests read every trace): read only."""
+    return functools.cache(raw_events)
+
+
 def test_list_covers_every_shared_trace(shared_dir):
     on_disk = sorted(str(p.relative_to(shared_dir)) for p in shared_dir.rglob("*.json.gz"))
     assert on_disk == sorted(SHARED_TRACES)
 
 
 @pytest.mark.parametrize("rel", SHARED_TRACES)
-def test_event_counts_match_an_independent_count(rel, shared_dir, load_shared):
-    _, events = raw_events(shared_dir / rel)
+def test_event_counts_match_an_independent_count(rel, shared_dir, load_shared, raw):
+    _, events = raw(shared_dir / rel)
     expected = Counter((e.get("ph"), e.get("cat")) for e in events)
     got = {(r["ph"], r["cat"]): r["events"] for r in load_shared(rel).query("event_counts").to_dicts()}
     assert got == dict(expected)
@@ -34,8 +41,8 @@ def test_event_counts_match_an_independent_count(rel, shared_dir, load_shared):
 
 
 @pytest.mark.parametrize("rel", SHARED_TRACES)
-def test_times_are_exact_nanoseconds(rel, shared_dir, load_shared):
-    _, events = raw_events(shared_dir / rel)
+def test_times_are_exact_nanoseconds(rel, shared_dir, load_shared, raw):
+    _, events = raw(shared_dir / rel)
     expected = [
         (i, int(Decimal(e["ts"]) * 1000), None if "dur" not in e else int(Decimal(e["dur"]) * 1000))
         for i, e in enumerate(events)
@@ -45,8 +52,8 @@ def test_times_are_exact_nanoseconds(rel, shared_dir, load_shared):
 
 
 @pytest.mark.parametrize("rel", SHARED_TRACES)
-def test_args_and_top_level_keys_are_kept(rel, shared_dir, load_shared):
-    doc, events = raw_events(shared_dir / rel)
+def test_args_and_top_level_keys_are_kept(rel, shared_dir, load_shared, raw):
+    doc, events = raw(shared_dir / rel)
     trace = load_shared(rel)
     with_args = sum(1 for e in events if "args" in e)
     assert (
