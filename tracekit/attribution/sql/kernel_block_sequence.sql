@@ -4,8 +4,8 @@
 -- folder's rows first). Names are classified per distinct name, not per kernel (a regex over hundreds of
 -- thousands of long kernel names is slow). The order is numbered over narrow rows (id, stream, time) and the
 -- rest joined by id: a window that carries kernel names sorts them too. A kernel is open (a block may take
--- it in) when it is an attention kernel's own call or free (undecided, a kernel, not communication or a
--- copy); gopen and gfree_gemm are the same for a CPU call's block, which takes in only graph replays'
+-- it in) when it is an attention kernel's own call or free (undecided, a kernel that gpu_op_category calls
+-- computation, which a user's kernel rule may still call communication or memcpy); gopen and gfree_gemm are the same for a CPU call's block, which takes in only graph replays'
 -- kernels. The last statement counts the CPU calls a block may widen.
 --
 -- @param decisions IDENT        The GPU op decisions so far: id, source, call_id, kernel_impl.
@@ -43,7 +43,8 @@ s AS (
     SELECT o.*,
            d.source = 'kernel' AND d.call_id = d.id AS own, d.kernel_impl AS impl,
            d.source IN ('none', 'kernel') AND d.call_id IS NULL
-               AND g.kind = 'kernel' AND coalesce(c.category, '') NOT IN ('communication', 'memcpy') AS free,
+               AND g.kind = 'kernel' AND gpu_op_category(g.kind, g.name) = 'computation'
+               AND coalesce(c.category, '') NOT IN ('communication', 'memcpy') AS free,
            coalesce(c.category = 'GEMM', false) AS gemm,
            coalesce(c.category = 'norm', false) AS norm,
            g.kind = 'kernel' AND c.reduction AND d.source = 'none' AND d.call_id IS NULL AS reduction,
