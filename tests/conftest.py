@@ -3,10 +3,11 @@
 Tests that need ../shared/traces skip with a reason when it is absent, and
 fail instead when TRACEKIT_REQUIRE_SHARED=1 (CI sets it).
 
-Inputs are made once per session (per worker under pytest-xdist) and found by their content
+Inputs are made once per run (shared by its pytest-xdist workers) and found by their content
 (``inputs``: the same bytes give the same file, so two tests that write the same synthetic trace
-share one file, one cached database and one loaded ``Trace``). Tests marked ``slow`` (exhaustive
-random matrices, fuzzing) are skipped unless TRACEKIT_SLOW=1; CI (.ci/run) sets it and runs them all.
+share one file, one cached database and, in each worker, one opened ``Trace``). Tests marked ``slow``
+(exhaustive random matrices, fuzzing) are skipped unless TRACEKIT_SLOW=1; CI (.ci/run) sets it and
+runs them all.
 """
 
 from __future__ import annotations
@@ -49,9 +50,18 @@ SHARED_TRACES = [
 SLOW = os.environ.get("TRACEKIT_SLOW") == "1"
 
 
+# The files that take longest (half a minute or more of one worker each), run first: pytest-xdist hands
+# whole files to the workers in collection order (make test's --dist loadfile), and a long file left for
+# last keeps one worker busy while the other has finished. Only the order changes.
+LONG_FIRST = ("test_dataset.py", "test_rope_and_kv_cache.py", "test_export.py", "test_readme.py", "test_cluster.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip the ``slow`` tests (saying how to run them) unless TRACEKIT_SLOW=1: skipped, never deselected,
-    so a run of only slow tests still reports them instead of collecting nothing."""
+    """Put the ``LONG_FIRST`` files first (the others, and the tests in each file, keep their order), and skip
+    the ``slow`` tests (saying how to run them) unless TRACEKIT_SLOW=1: skipped, never deselected, so a run of
+    only slow tests still reports them instead of collecting nothing."""
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))
     if SLOW:
         return
     skip = pytest.mark.skip(reason="slow (exhaustive matrix or fuzz): TRACEKIT_SLOW=1 runs it, as CI does")
