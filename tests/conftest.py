@@ -93,7 +93,7 @@ class Inputs:
     ``name`` in a folder named by the hash of the bytes, once: the same content under the same name is the
     same path all session, in every worker, so the trace cache (keyed by path, size and times) hits for every
     later test that reads it. ``folder({name: content})`` does the same for a folder of files (ranks),
-    ``made(key, make)`` for inputs other code writes (``cluster_synthetic.make_job``). ``trace(*paths)`` is
+    ``made(key, name, make)`` for inputs other code writes (``cluster_synthetic.make_job``). ``trace(*paths)`` is
     the database over those files, loaded and linked once per session in ``cache`` (tracekit's own cache, which
     lets one worker build an entry while the other waits for it) and opened read only: tests that use it only
     read (no ``use_rules``, no writes), and do not close it. Whatever a worker writes here appears whole
@@ -132,6 +132,7 @@ class Inputs:
         return path
 
     def _place(self, staging: Path, final: Path) -> None:
+        """Rename the folder ``staging`` to ``final``, unless another worker's is there already."""
         try:
             staging.rename(final)  # a folder another worker put there first stays: ours goes
         except OSError:
