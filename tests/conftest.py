@@ -3,10 +3,11 @@
 Tests that need ../shared/traces skip with a reason when it is absent, and
 fail instead when TRACEKIT_REQUIRE_SHARED=1 (CI sets it).
 
-Inputs are made once per session (per worker under pytest-xdist) and found by their content
+Inputs are made once per run (shared by its pytest-xdist workers) and found by their content
 (``inputs``: the same bytes give the same file, so two tests that write the same synthetic trace
-share one file, one cached database and one loaded ``Trace``). Tests marked ``slow`` (exhaustive
-random matrices, fuzzing) are skipped unless TRACEKIT_SLOW=1; CI (.ci/run) sets it and runs them all.
+share one file, one cached database and, in each worker, one opened ``Trace``). Tests marked ``slow``
+(exhaustive random matrices, fuzzing) are skipped unless TRACEKIT_SLOW=1; CI (.ci/run) sets it and
+runs them all.
 """
 
 from __future__ import annotations
@@ -49,9 +50,18 @@ SHARED_TRACES = [
 SLOW = os.environ.get("TRACEKIT_SLOW") == "1"
 
 
+# The files that take longest (half a minute or more of one worker each), run first: pytest-xdist hands
+# whole files to the workers in collection order (make test's --dist loadfile), and a long file left for
+# last keeps one worker busy while the other has finished. Only the order changes.
+LONG_FIRST = ("test_dataset.py", "test_rope_and_kv_cache.py", "test_export.py", "test_readme.py", "test_cluster.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip the ``slow`` tests (saying how to run them) unless TRACEKIT_SLOW=1: skipped, never deselected,
-    so a run of only slow tests still reports them instead of collecting nothing."""
+    """Put the ``LONG_FIRST`` files first (the others, and the tests in each file, keep their order), and skip
+    the ``slow`` tests (saying how to run them) unless TRACEKIT_SLOW=1: skipped, never deselected, so a run of
+    only slow tests still reports them instead of collecting nothing."""
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))
     if SLOW:
         return
     skip = pytest.mark.skip(reason="slow (exhaustive matrix or fuzz): TRACEKIT_SLOW=1 runs it, as CI does")
@@ -83,7 +93,7 @@ class Inputs:
     ``name`` in a folder named by the hash of the bytes, once: the same content under the same name is the
     same path all session, in every worker, so the trace cache (keyed by path, size and times) hits for every
     later test that reads it. ``folder({name: content})`` does the same for a folder of files (ranks),
-    ``made(key, make)`` for inputs other code writes (``cluster_synthetic.make_job``). ``trace(*paths)`` is
+    ``made(key, name, make)`` for inputs other code writes (``cluster_synthetic.make_job``). ``trace(*paths)`` is
     the database over those files, loaded and linked once per session in ``cache`` (tracekit's own cache, which
     lets one worker build an entry while the other waits for it) and opened read only: tests that use it only
     read (no ``use_rules``, no writes), and do not close it. Whatever a worker writes here appears whole
@@ -122,6 +132,7 @@ class Inputs:
         return path
 
     def _place(self, staging: Path, final: Path) -> None:
+        """Rename the folder ``staging`` to ``final``, unless another worker's is there already."""
         try:
             staging.rename(final)  # a folder another worker put there first stays: ours goes
         except OSError:
