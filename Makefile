@@ -46,11 +46,12 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 # Tests run in parallel worker processes (pytest-xdist; auto: one per core), each test file on one worker
-# so that its module fixtures are built once. TEST_WORKERS=0 runs them in one process. Tests marked slow
-# (exhaustive matrices, fuzzing) run only with TRACEKIT_SLOW=1, as in CI.
+# so that its module fixtures are built once, in collection order (the longest files first: see
+# tests/conftest.py) rather than xdist's most-tests-first. TEST_WORKERS=0 runs them in one process.
+# Tests marked slow (exhaustive matrices, fuzzing) run only with TRACEKIT_SLOW=1, as in CI.
 TEST_WORKERS ?= auto
 test: $(VENV)/.installed-dev browser lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/bench_load.py

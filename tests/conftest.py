@@ -51,8 +51,8 @@ SLOW = os.environ.get("TRACEKIT_SLOW") == "1"
 
 
 # The files that take longest (half a minute or more of one worker each), run first: pytest-xdist hands
-# whole files to the workers in collection order (make test's --dist loadfile), and a long file left for
-# last keeps one worker busy while the other has finished. Only the order changes.
+# whole files to the workers in collection order (make test's --dist loadfile --no-loadscope-reorder), and a
+# long file left for last keeps one worker busy while the other has finished. Only the order changes.
 LONG_FIRST = ("test_dataset.py", "test_rope_and_kv_cache.py", "test_export.py", "test_readme.py", "test_cluster.py")
 
 

@@ -138,6 +138,9 @@ def test_two_traces_claiming_one_rank_of_one_job_warn(source, tmp_path):
     result = CliRunner().invoke(cli, ["load", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert "2 traces claim rank 0 of job 9: a/rank0, b/rank0" in result.output
+    with tracekit.open(out) as t:  # both claims are kept as they were written: a warning, not a change
+        rows = t.rows("SELECT trace, rank, world_size, job FROM traces ORDER BY trace_id")
+    assert rows == [("a/rank0", 0, 2, "9"), ("rank1", 1, 2, "9"), ("b/rank0", 0, 1, "9")]
     other = CliRunner().invoke(cli, ["load", str(tmp_path / "a"), "-o", str(tmp_path / "ok.duckdb")])
     assert "claim rank" not in other.output
 

@@ -58,10 +58,19 @@ def job(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def reference(job):
+def one_process(job, tmp_path_factory) -> Path:
+    """The job loaded in one process into a .duckdb (one build ingests every file, where tracekit.load(output=)
+    runs one task per file), the linked model built once over the whole database."""
+    path = database.build_file([job], tmp_path_factory.mktemp("one") / "one.duckdb")
+    assert database.link_file(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(one_process):
     """The rows of the job loaded in one process, the linked model built once over the whole database."""
-    with tracekit.load(job) as one:
-        one.link()
+    with tracekit.open(one_process) as one:
+        assert one.linked
         rows = model_rows(one)
     assert len(rows["traces"]) == 8
     for name in ("cpu_slices", "gpu_ops", "python_functions", "collectives", "attention_calls", "cpu_stages"):
@@ -107,7 +116,7 @@ def test_a_dataset_without_its_linked_tables_is_linked_on_first_use(job, tmp_pat
     assert stored
 
 
-def test_a_dataset_loaded_on_dask_answers_every_query_like_a_duckdb(job, reference, tmp_path, capsys):
+def test_a_dataset_loaded_on_dask_answers_every_query_like_a_duckdb(job, one_process, reference, tmp_path, capsys):
     pytest.importorskip("dask.distributed")
     out = tmp_path / "dataset"
     assert main(["load", str(job), "-o", str(out), "--parquet", "--dask", "local:2", "-q"]) == 0
@@ -117,8 +126,7 @@ def test_a_dataset_loaded_on_dask_answers_every_query_like_a_duckdb(job, referen
         ["devices", "events", "tracekit_dataset.json", "traces", *tables]
     )
     assert sorted(p.name for p in (out / "events").iterdir()) == [f"trace_id={i}" for i in range(1, 9)]
-    # A one-process load: one build ingests every file (tracekit.load(output=) runs one task per file).
-    one = tracekit.open(database.build_file([job], tmp_path / "one.duckdb"))
+    one = tracekit.open(one_process)
     ds = tracekit.load(out)
     try:
         # Two Dask worker processes parsed the files.

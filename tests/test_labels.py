@@ -52,3 +52,8 @@ def test_one_trace_report_has_no_ratio_to_itself():
     res = CliRunner().invoke(cli, ["report", str(SAMPLES / "flash.json.gz")])
     assert res.exit_code == 0, res.output
     assert "vs first" not in res.output and "GPU time / call" in res.output
+    lines = res.output.splitlines()
+    assert lines[0] == "tracekit report: 1 trace"
+    # By construction (tests/synthetic.py): three calls of one 146,816 ns flash kernel each.
+    assert [ln.split()[-1] for ln in lines if ln.startswith("attention calls ")] == ["3"]
+    assert [ln.split()[-2:] for ln in lines if ln.startswith("GPU time / call (op-level)")] == [["146.8", "\u00b5s"]]
