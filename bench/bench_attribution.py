@@ -36,8 +36,11 @@ CHILD = r"""
 import json, sys, time, tempfile, pathlib
 sys.path.insert(0, sys.argv[1])
 import duckdb, tracekit
-from tracekit.attribution import assign
-from tracekit.store import pipeline
+try:  # the layered packages
+    from tracekit.attribution import assign
+    from tracekit.store import pipeline
+except ImportError:  # refs before them: tracekit/attribution.py and tracekit/model.py
+    from tracekit import attribution as assign, model as pipeline
 db = pathlib.Path(tempfile.mkdtemp()) / "t.duckdb"
 tracekit.load(sys.argv[2], output=db).close()
 spent = {}

@@ -15,6 +15,7 @@ import random
 import duckdb
 import pytest
 
+from tracekit.common import sqlmodules
 from tracekit.model import link
 
 GRID = 250  # ns: a quarter of BLEED_NS, so ends within the bleed are common
@@ -58,7 +59,8 @@ def test_inside_is_its_definition_on_random_axes_by_construction(seed, spread):
         con.executemany("INSERT INTO _cpu VALUES (?, ?, ?, ?, ?)", axis)
     con.execute("CREATE TEMP TABLE spans (key BIGINT, lane BIGINT, a BIGINT, b BIGINT)")
     con.executemany("INSERT INTO spans VALUES (?, ?, ?, ?)", spans)
-    got = sorted(con.execute(link.inside("spans", "key", "a", "b")).fetchall())
+    inside = sqlmodules.text("model/inside", spans="spans", key="key", start="a", end="b", bleed=link.BLEED_NS)
+    got = sorted(con.execute(inside).fetchall())
     want = sorted(
         (x, key, pos)
         for key, lane, s0, s1 in spans

@@ -110,9 +110,15 @@ def test_per_call_figures_divide_by_the_same_calls_everywhere():
 def test_durations_show_one_way(buckets_trace):
     from tracekit.present import humanize, values
 
-    for ns in (950, 12_345, 9_999_999, 10_000_000, 123_456_789):
-        shown = values.format_unit(ns, "ns")
-        assert shown.endswith(("µs", "ms"))
+    # The units change at 10 ms and 10 s, as the table format's do.
+    shown = {ns: values.format_unit(ns, "ns") for ns in (12_345, 9_999_999, 10_000_000, 123_456_789, 9_999_999_999)}
+    assert shown == {
+        12_345: "12.3 µs",
+        9_999_999: "10,000.0 µs",
+        10_000_000: "10.000 ms",
+        123_456_789: "123.457 ms",
+        9_999_999_999: "10,000.000 ms",
+    }
     # The table format's duration columns read the same owner (gpu_ns shows as µs or ms, with its unit in the header).
     table = buckets_trace.sql("SELECT 12345::BIGINT AS gpu_ns").arrow()
     cols, body = humanize.cells(table)

@@ -25,7 +25,7 @@
 -- @column share_pct DOUBLE       100 * kernel_ns / summed duration of all counted GPU ops of the trace.
 -- @column cumulative_pct DOUBLE  Running share_pct in this order.
 WITH g AS MATERIALIZED (
-    SELECT trace_id, kind, name, cpu_op_id, cpu_op_name, dur_ns
+    SELECT trace_id, kind, name, cpu_op_id, cpu_op_name, dur_ns, gpu_op_category(kind, name) AS bucket
     FROM gpu_ops
     WHERE $include_orphans OR NOT orphan
 ),
@@ -42,8 +42,7 @@ kernel_rule AS (
     GROUP BY d.name
 ),
 categorized AS (
-    SELECT g.*, CASE WHEN gpu_op_category(g.kind, g.name) IN ('memcpy', 'communication')
-                     THEN gpu_op_category(g.kind, g.name)
+    SELECT g.*, CASE WHEN g.bucket IN ('memcpy', 'communication') THEN g.bucket
                      ELSE coalesce(o.category, k.category, 'other') END AS category
     FROM g LEFT JOIN op_rule o ON o.cpu_op_name = g.cpu_op_name LEFT JOIN kernel_rule k ON k.name = g.name
 ),

@@ -31,7 +31,6 @@ that still encloses the call.
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import queue
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -113,7 +112,7 @@ def build_tables(con: duckdb.DuckDBPyConnection, kind: str = "TABLE") -> None:
 
 def _typed_args(declared: list[fields.Field]) -> dict[str, object]:
     """The parameters of a linked table's typed ``args`` columns (declared in ``schema.catalog``)."""
-    return {"args_spec": json.dumps({key: type_ for key, _, type_ in declared}), "args_columns": declared}
+    return {"args_spec": fields.spec_json(declared), "args_columns": declared}
 
 
 def _sweeps(con) -> bool:
@@ -488,12 +487,6 @@ def _sweep_leaves(pl, containers, leaves, depth, at_level, nested, parent) -> tu
         .agg(children=pl.len().cast(pl.Int64), child_ns=pl.col("ns").sum())
     )
     return parented_calls, call_parents, child
-
-
-def inside(spans: str, key: str, start: str = "k0", end: str = "k1") -> str:
-    """SQL: ``(x, key, pos)`` for every CPU slice ``x`` (at ``pos``) inside a span of table ``spans`` on its
-    thread (the fragment ``model/inside``: how, and why not a range join, is in its header)."""
-    return sqlmodules.text("model/inside", spans=spans, key=key, start=start, end=end, bleed=BLEED_NS)
 
 
 def _nest_leaves(con) -> None:

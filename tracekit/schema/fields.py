@@ -14,7 +14,9 @@ docs, in ``schema`` (``name TYPE {args key}  doc``).
 
 from __future__ import annotations
 
-from tracekit.common.sqltext import json_literal
+import json
+
+from tracekit.common.sqltext import literal
 from tracekit.schema.catalog import args_fields
 
 # (key in args, column, type), declared with the columns in ``schema``.
@@ -28,16 +30,11 @@ PYTHON: list[Field] = args_fields("python_functions")
 COLLECTIVE: list[Field] = args_fields("collectives")
 
 
+def spec_json(fields: list[Field]) -> str:
+    """A json_transform struct spec for ``fields``, as JSON text (``{"key": "TYPE", ...}``)."""
+    return json.dumps({k: t for k, _, t in fields})
+
+
 def spec(fields: list[Field]) -> str:
-    """A json_transform struct spec (a SQL string literal) for ``fields``."""
-    return json_literal({k: t for k, _, t in fields})
-
-
-def typed(fields: list[Field], args: str, alias: str = "a") -> tuple[str, str]:
-    """``(transform, columns)``: parse ``args`` once into ``alias``, then select the typed columns.
-
-    Use as ``SELECT {columns} FROM (SELECT *, {transform} FROM ...)``.
-    """
-    transform = f"json_transform({args}, {spec(fields)}) AS {alias}"
-    columns = ", ".join(f'{alias}."{k}" AS {col}' for k, col, _ in fields)
-    return transform, columns
+    """The same spec as a SQL string literal."""
+    return literal(spec_json(fields))
