@@ -140,11 +140,15 @@ def test_durations_show_one_way(buckets_trace):
     ],
 )
 def test_gemm_shapes_are_decoded_once(buckets_trace, name, dims, shape):
-    """gemm_shape is the one decoding of GEMM shapes (gemm_calls' FLOPs and the attribution's projection
-    widths read it); the shapes here are by construction."""
+    """gemm_shape and gemm_kn are the one decoding of GEMM shapes (gemm_calls' FLOPs read the one, the
+    attribution's projection widths the other, and the shape's k and n are gemm_kn's); by construction."""
     import json
 
-    got = buckets_trace.sql("SELECT gemm_shape($name, $dims::JSON)", {"name": name, "dims": json.dumps(dims)})
-    assert got.fetchall() == [(shape,)]
+    got = buckets_trace.sql(
+        "SELECT gemm_shape($name, $dims::JSON), gemm_kn($name, $dims::JSON)", {"name": name, "dims": json.dumps(dims)}
+    )
+    # gemm_kn is where the operands are read (the attribution's projection widths use it alone): its [k, n]
+    # is the shape's.
+    assert got.fetchall() == [(shape, None if shape is None else [shape[3], shape[2]])]
     if shape is not None:
         assert name in buckets_trace.sql("SELECT gemm_op_names()").fetchall()[0][0]

@@ -40,7 +40,7 @@ ONE_TRANSACTION_BYTES = 64 << 20
 # In the order they are created: a macro or view binds those it calls when it is created.
 MACRO_ORDER = (
     "orphan_cause", "is_orphan", "is_collective_kernel", "collective_of_kernel", "busy_union", "gpu_op_category",
-    "kernel_base", "block_threads", "gemm_op_names", "gemm_shape",
+    "kernel_base", "block_threads", "gemm_op_names", "gemm_kn", "gemm_shape",
 )  # fmt: skip
 MACROS = tuple(sqlmodules.module(f"store/base_macros/{name}") for name in MACRO_ORDER)
 VIEW_MODULES = tuple(sqlmodules.folder("store/base_views"))
