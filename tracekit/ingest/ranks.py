@@ -114,9 +114,9 @@ def align_clocks(con: duckdb.DuckDBPyConnection) -> None:
     if alone:
         # One trace per job is its job's reference: no need to find its collectives (a scan of every
         # kernel name).
-        con.execute("UPDATE traces SET clock_offset_ns = 0, clock_source = 'reference'")
+        con.execute("UPDATE traces SET clock_offset_ns = 0, clock_source = ?", [SOURCE_REFERENCE])
         return
-    sqlmodules.run(con, "ingest/clock_references")
+    sqlmodules.run(con, "ingest/clock_references", reference=SOURCE_REFERENCE)
     while True:
         ((added,),) = sqlmodules.fetch(con, "ingest/clock_round", source=SOURCE_COLLECTIVES)
         if not added:
