@@ -36,12 +36,13 @@ import bench_first_answer  # noqa: E402
 import bench_load  # noqa: E402
 import duckdb  # noqa: E402
 
+from tracekit.common.sqltext import constant  # noqa: E402
 from tracekit.ingest import scan  # noqa: E402
 
 
 def _read_json(parts: list[Path], keys: dict[str, str]) -> str:
     return (
-        f"SELECT * FROM read_json({scan._files(parts)}, format = 'array', columns = {scan.columns(keys)}, "
+        f"SELECT * FROM read_json({constant([str(p) for p in parts])}, format = 'array', columns = {constant(keys)}, "
         f"maximum_object_size = {scan.MAX_EVENT_BYTES})"
     )
 

@@ -206,3 +206,47 @@ def test_an_include_may_name_its_fragment_by_a_keyword_parameter(tmp_path):
             tmp_path,
             "-- Title.\n-- @param f IDENT  which\n-- @creates t  doc\nCREATE TABLE t AS SELECT {{include f}};\n",
         )
+
+
+def test_an_if_block_writes_the_branch_its_bool_parameter_chooses(tmp_path):
+    m = _module(
+        tmp_path,
+        "-- Title.\n-- @param multi BOOL  several\n-- @param typed BOOL  typed\n-- @param n INT  a number\n"
+        "-- @creates t  doc\nCREATE TABLE t AS SELECT {{if multi}}{{n}} AS part, {{if typed}}1{{else}}2{{endif}} AS k,"
+        "{{else}}0 AS k,{{endif}} {{multi}} AS multi;\n",
+    )
+    assert m.render({"multi": True, "typed": False, "n": 7}) == [
+        "CREATE TABLE t AS SELECT 7 AS part, 2 AS k, true AS multi"
+    ]
+    assert m.render({"multi": False, "typed": True, "n": 7}) == ["CREATE TABLE t AS SELECT 0 AS k, false AS multi"]
+    with pytest.raises(ValueError, match=r"m\.sql:2: parameter multi must be a bool, got 1"):
+        m.render({"multi": 1, "typed": True, "n": 7})
+    broken = {
+        "{{if n}}1{{endif}}": r"\{\{if n\}\} must name one BOOL parameter",
+        "{{if b}}1": r"an \{\{if\}\} without its \{\{endif\}\}",
+        "1{{endif}}": r"\{\{endif\}\} without its \{\{if\}\}",
+        "{{if b}}1{{else}}2{{else}}3{{endif}}": r"\{\{else\}\} without its \{\{if\}\}",
+    }
+    for body, error in broken.items():
+        with pytest.raises(ValueError, match=error):
+            _module(
+                tmp_path,
+                f"-- T.\n-- @param b BOOL  b\n-- @param n INT  n\n-- @creates t  d\nCREATE TABLE t AS SELECT {body}, {{{{b}}}}, {{{{n}}}};\n",
+            )
+
+
+def test_a_value_parameter_is_written_as_a_duckdb_constant(tmp_path):
+    m = _module(tmp_path, "-- Title.\n-- @param v VALUE  anything\n-- @fragment\nSELECT {{v}} AS v\n")
+    value = {"files": ["/a/t1.0000.json", "it's"], "n": 3, "none": None, "yes": True, "types": {"ts": "DECIMAL(24,3)"}}
+    (query,) = m.render({"v": value})
+    assert query.startswith("SELECT {'files': ['/a/t1.0000.json', 'it''s'], 'n': 3, 'none': NULL, 'yes': true")
+    assert duckdb.connect().execute(query).fetchall() == [(value,)]
+    with pytest.raises(ValueError, match=r"m\.sql:2: parameter v: not a constant"):
+        m.render({"v": [1.5]})
+    # An included fragment is given NULL as None.
+    inc = _module(
+        tmp_path,
+        "-- Title.\n-- @fragment\nSELECT {{include ingest/read/nanoseconds us=x c1=NULL c2=NULL c3=NULL}} FROM t\n",
+    )
+    (query,) = inc.render({})
+    assert "NULL * 1000 + CAST(TRY_CAST(x - NULL AS DECIMAL(15,3))" in query

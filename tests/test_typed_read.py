@@ -14,6 +14,7 @@ import json
 import pytest
 
 import tracekit
+from tracekit.common import sqlmodules
 from tracekit.errors import TraceFormatError
 from tracekit.ingest import events_table, scan
 
@@ -275,7 +276,7 @@ def ns(text):
 
 @pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
 def test_ts_and_dur_are_exact_nanoseconds_whichever_path_converts_them(tmp_path, reads, name):
-    """The short int64 conversion (``scan._nanoseconds_sql``) near the sampled center and 0, the 128-bit one
+    """The short int64 conversion (``ingest/read/nanoseconds``) near the sampled center and 0, the 128-bit one
     elsewhere: every value as exact decimal arithmetic says, out-of-range ones NULL (a metadata
     event may hold one)."""
     raw = ['{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1712195500001778.5, "dur": 1}'] * 20
@@ -297,11 +298,40 @@ def test_ts_and_dur_are_exact_nanoseconds_whichever_path_converts_them(tmp_path,
 def test_the_sampled_centers_put_an_epoch_trace_on_the_short_path(tmp_path):
     part = tmp_path / "t1.0000.json"
     part.write_text('[{"ph": "M", "ts": 0}, ' + ", ".join(['{"ts": 1712195500001778.039}'] * 5) + "]")
-    assert scan.ts_centers([part]) == [1712200000000000, 0]
+    assert scan.ts_centers([part]) == [1712200000000000]
     con = __import__("duckdb").connect()
-    sql = scan._nanoseconds_sql("x", [1712200000000000, 0])
+    sql = sqlmodules.text("ingest/read/nanoseconds", us="x", c1=1712200000000000, c2=None, c3=None)
     got = con.execute(f"SELECT {sql} FROM (SELECT 1713199999999999.999::DECIMAL(24,3) AS x)").fetchall()
     assert got == [(1713199999999999999,)]
+
+
+def test_the_typed_read_accounts_for_every_key_it_types():
+    """``ingest/read/typed_rows`` counts one ``:`` per held key in a term per key, written out; the keys it
+    types are bound from ``scan.EVENT_SPEC``. The two lists are one: a key typed and not counted would send
+    every trace to the exact read, one counted and not typed would fail the typed read."""
+    import re
+
+    (query,) = sqlmodules.module("ingest/read/typed_rows").statements
+    assert re.findall(r'\(e\."(\w+)" IS NOT NULL\)::BIGINT', query) == list(scan.EVENT_SPEC)
+
+
+def test_at_most_three_centers_most_frequent_first_and_a_missing_one_is_no_term(tmp_path):
+    """``ts_centers`` gives the three most frequent; the read binds a missing one as NULL, and DuckDB folds its
+    term away: the plan is that of the expression written with the given centers alone."""
+    parts = []
+    for i, ts in enumerate((1712195500001778, 3 * 10**14, 3 * 10**14, 2 * 10**12, 2 * 10**12, 2 * 10**12, 10**15)):
+        parts.append(tmp_path / f"t1.{i:04d}.json")
+        parts[-1].write_text(f'[{{"ph": "i", "ts": {ts}}}]')
+    assert scan.ts_centers(parts) == [2 * 10**12, 3 * 10**14, 1712200000000000]
+    con = __import__("duckdb").connect()
+    con.execute("CREATE TABLE t AS SELECT 1712195500001778.5::DECIMAL(24,3) AS x")
+    c = 1712200000000000
+    short = "CAST(TRY_CAST(x{} AS DECIMAL(15,3)) * 1000 AS BIGINT)"
+    written = f"coalesce(({c} * 1000 + {short.format(f' - {c}')}), {short.format('')}, TRY_CAST(x * 1000 AS BIGINT))"
+    bound = sqlmodules.text("ingest/read/nanoseconds", us="x", c1=c, c2=None, c3=None)
+    plans = [con.execute(f"EXPLAIN SELECT {e} FROM t").fetchall()[0][1] for e in (bound, written)]
+    assert plans[0] == plans[1]
+    assert con.execute(f"SELECT {bound} FROM t").fetchall() == [(1712195500001778500,)]
 
 
 LEGACY = {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 3, "dur": 1}

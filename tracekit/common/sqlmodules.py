@@ -25,13 +25,19 @@ Slots, written ``{{...}}``:
   ``LIST`` a parenthesised list of quoted strings, ``ROWS`` rows of ints and strings for a ``VALUES`` list, ``IDENT`` a name (an identifier, or one qualified by its
   table and struct: ``x.d.stage``; also ``true`` and ``false``, for a fragment's condition), ``COLUMNS`` the
   typed ``args`` columns of ``schema.fields`` (``(key, column, type)`` triples, written ``a."key" AS column``,
-  ``a`` being the parsed ``args``), ``KEYWORD(A|B)`` one of the words listed. A parameter declared and not used, used and not declared, or missing or extra in a
-  call is an error naming the file (and the line, for a declaration). Values are tracekit's own
-  vocabulary, identifiers and numbers, never the user's text (DuckDB binds that, see ``sqlsafety``).
+  ``a`` being the parsed ``args``), ``KEYWORD(A|B)`` one of the words listed, ``BOOL`` a bool (``true`` or
+  ``false``; also the condition of an ``{{if}}``), ``VALUE`` a constant of any shape (``sqltext.constant``:
+  ``None`` as ``NULL``, a list as ``[...]``, a dict as a struct ``{'key': ...}``). A parameter declared and not
+  used, used and not declared, or missing or extra in a call is an error naming the file (and the line, for a
+  declaration). Values are tracekit's own vocabulary, identifiers, numbers and staged file paths, never the
+  user's text (DuckDB binds that, see ``sqlsafety``).
+- ``{{if name}} ... {{else}} ... {{endif}}``: the text of one branch, chosen by the ``BOOL`` parameter ``name``
+  (``{{else}}`` may be left out; blocks may nest, within one statement). Where a branch would only change a
+  value, a parameter is simpler; a block is for text that is there or not (a column, a whole read).
 - ``{{include package/name key=value ...}}``: a fragment module (header line ``-- @fragment``: one query
   or expression, no statement of its own) written in place, with its parameters given as words, numbers or the
   including module's own parameters (``key={{name}}`` is not needed: ``key=name`` passes one through
-  when ``name`` is a parameter of the including module). The fragment's name may be a ``KEYWORD`` parameter
+  when ``name`` is a parameter of the including module; ``key=NULL`` gives ``None``). The fragment's name may be a ``KEYWORD`` parameter
   whose words are fragment names: the caller chooses one (``{{include bounds}}``, ``-- @param bounds
   KEYWORD(attribution/a|attribution/b)``), where the choice decides which operators the plan holds.
 - ``{{pattern_hits RULES NAMES SUBJECT}}``: a query of (SUBJECT, pattern) for each distinct SUBJECT of the
@@ -60,7 +66,7 @@ from tracekit.common import resources, sqltext
 # Packages whose sql/ folder holds modules.
 PACKAGES = ("ingest", "model", "attribution", "store", "present")
 
-_PARAM = re.compile(r"^--\s*@param\s+(\w+)\s+(INT|TEXT|LIST|ROWS|IDENT|COLUMNS|KEYWORD\(([^)]*)\))\s*(.*)$")
+_PARAM = re.compile(r"^--\s*@param\s+(\w+)\s+(INT|TEXT|LIST|ROWS|IDENT|COLUMNS|BOOL|VALUE|KEYWORD\(([^)]*)\))\s*(.*)$")
 _CREATES = re.compile(r"^--\s*@creates\s+(\w+)\s*(.*)$")
 _SCRATCH = re.compile(r"^--\s*@scratch\s+(\w+)\s*(.*)$")
 _READS = re.compile(r"^--\s*@reads\s+(.*)$")
@@ -119,7 +125,9 @@ class Module:
             )
             raise ValueError(f"{self.path}: parameters do not match the header ({'; '.join(said)})")
         text = {name: _write(self.params[name], value, self.path) for name, value in values.items()}
-        return [_SLOT.sub(lambda m: self._slot(m.group(1), values, text, con), s) for s in self.statements]
+        return [
+            _SLOT.sub(lambda m: self._slot(m.group(1), values, text, con), _choose(s, values)) for s in self.statements
+        ]
 
     def _slot(
         self, slot: str, values: dict[str, object], text: dict[str, str], con: duckdb.DuckDBPyConnection | None
@@ -141,8 +149,56 @@ class Module:
 
 
 def _word(value: str) -> object:
-    """A word given to an included fragment: an integer, or a name."""
+    """A word given to an included fragment: an integer, ``NULL`` (None), or a name."""
+    if value == "NULL":
+        return None
     return int(value) if re.fullmatch(r"-?[0-9]+", value) else value
+
+
+_BRANCHES = ("if", "else", "endif")
+
+
+def _choose(statement: str, values: dict[str, object]) -> str:
+    """``statement`` with each ``{{if}}`` block replaced by the branch its condition chooses."""
+    out: list[str] = []
+    taken: list[bool] = []  # per open block: whether the branch being read is the one written
+    at = 0
+    for m in _SLOT.finditer(statement):
+        words = m.group(1).split()
+        if words[0] not in _BRANCHES:
+            continue
+        if all(taken):
+            out.append(statement[at : m.start()])
+        if words[0] == "if":
+            taken.append(bool(values[words[1]]))
+        elif words[0] == "else":
+            taken[-1] = not taken[-1]
+        else:
+            taken.pop()
+        at = m.end()
+    out.append(statement[at:])
+    return "".join(out)
+
+
+def _check_branches(path: Path, statement: str, params: dict[str, Param]) -> None:
+    """The ``{{if}}`` blocks of ``statement`` are whole (each ``{{if}}`` has its ``{{endif}}`` and at most one
+    ``{{else}}``) and each names a ``BOOL`` parameter."""
+    open_blocks: list[bool] = []  # per open block: whether its {{else}} was seen
+    for slot in _SLOT.findall(statement):
+        words = slot.split()
+        if words[0] == "if":
+            if len(words) != 2 or words[1] not in params or params[words[1]].type != "BOOL":
+                raise ValueError(f"{path}: {{{{{slot}}}}} must name one BOOL parameter")
+            open_blocks.append(False)
+        elif words[0] in ("else", "endif"):
+            if len(words) != 1 or not open_blocks or (words[0] == "else" and open_blocks[-1]):
+                raise ValueError(f"{path}: {{{{{slot}}}}} without its {{{{if}}}}")
+            if words[0] == "else":
+                open_blocks[-1] = True
+            else:
+                open_blocks.pop()
+    if open_blocks:
+        raise ValueError(f"{path}: an {{{{if}}}} without its {{{{endif}}}} (a block ends within its statement)")
 
 
 def _write(param: Param, value: object, path: Path) -> str:
@@ -175,6 +231,15 @@ def _write(param: Param, value: object, path: Path) -> str:
         if not items:
             raise ValueError(f"{where} must not be an empty list")
         return ", ".join(f'a."{key.replace(chr(34), chr(34) * 2)}" AS {column}' for key, column, *_ in items)
+    if param.type == "BOOL":
+        if not isinstance(value, bool):
+            raise ValueError(f"{where} must be a bool, got {value!r}")
+        return "true" if value else "false"
+    if param.type == "VALUE":
+        try:
+            return sqltext.constant(value)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
     if param.type == "IDENT":
         if not isinstance(value, str) or not _NAME.match(value):
             raise ValueError(f"{where} must be a name (an identifier, or a qualified one), got {value!r}")
@@ -205,6 +270,10 @@ def parse(path: Path, name: str) -> Module:
         elif said == "@fragment":
             fragment = True
         elif m := _PARAM.match(line):
+            if m.group(1) in _BRANCHES:
+                raise ValueError(
+                    f"{path}:{number}: {m.group(1)} is a word of the {{{{if}}}} slot, not a parameter name"
+                )
             words = tuple(w.strip() for w in m.group(3).split("|")) if m.group(3) is not None else ()
             kind = "KEYWORD" if m.group(2).startswith("KEYWORD") else m.group(2)
             params[m.group(1)] = Param(m.group(1), kind, words, m.group(4), number)
@@ -222,7 +291,9 @@ def parse(path: Path, name: str) -> Module:
     used = set()
     for slot in _SLOT.findall(body):
         words = slot.split()
-        if len(words) == 1:
+        if words[0] in _BRANCHES:
+            used |= set(words[1:2])
+        elif len(words) == 1:
             used.add(words[0])
         elif words[0] == "include":
             used |= {w.split("=", 1)[1] for w in words[2:] if "=" in w} & set(params)
@@ -238,6 +309,8 @@ def parse(path: Path, name: str) -> Module:
     statements = tuple(s.strip() for s in re.split(r";[ \t]*(?:\n|$)", body) if s.strip())
     if not statements:
         raise ValueError(f"{path}: no statement after the header")
+    for statement in statements:
+        _check_branches(path, statement, params)
     if fragment and (len(statements) != 1 or creates):
         raise ValueError(f"{path}: a fragment holds one query and creates nothing")
     doc_text = "\n".join(doc[1:]).rstrip()

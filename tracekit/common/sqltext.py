@@ -8,7 +8,6 @@ literal is compiled once per query, not once per row), quoted by one function.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 import duckdb
@@ -24,9 +23,21 @@ def in_list(values: Iterable[str]) -> str:
     return "(" + ", ".join(literal(v) for v in values) + ")"
 
 
-def json_literal(value: object) -> str:
-    """A JSON value as a SQL string literal (json_transform specs)."""
-    return literal(json.dumps(value))
+def constant(value: object) -> str:
+    """``value`` as a DuckDB constant: None ``NULL``, a bool ``true`` or ``false``, an int, a string quoted, a
+    list ``[...]`` and a dict with string keys a struct ``{'key': ...}``, of these (``read_json``'s ``columns``).
+    Anything else (a float, whose text need not be its value) is an error."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, str)):
+        return str(value) if isinstance(value, int) else literal(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(constant(v) for v in value) + "]"
+    if isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
+        return "{" + ", ".join(f"{literal(k)}: {constant(v)}" for k, v in value.items()) + "}"
+    raise ValueError(f"not a constant tracekit writes into SQL: {value!r}")
 
 
 INSERT_ROWS = 500  # rows per bound INSERT (DuckDB binds a statement's parameters one by one)

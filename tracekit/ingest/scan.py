@@ -17,7 +17,9 @@ a full parse; DuckDB's parse of the parts validates them. If that parse fails,
 ``stage_exact`` re-stages the file with an exact (slow) parse, which either
 succeeds or reports the JSON error with its line and column.
 
-The parts are parsed by one of two SELECTs. ``typed_sql`` parses each event
+The parts are parsed by one of two SELECTs, both the SQL module
+``ingest/read/events`` (``tracekit/ingest/sql/read/``; Python only binds its
+values: the files, ``EVENT_SPEC``, the centers of ts). ``typed_sql`` parses each event
 once, straight into typed columns (``read_json`` with ``columns``): the fast
 path, but ``read_json`` silently skips keys it was not given, and nothing a
 user loaded may be dropped. ``select_sql`` reads each event as JSON text,
@@ -26,7 +28,7 @@ typed read is kept only when a count proves it dropped nothing: staging
 counts the ``:`` bytes of the parts (``count_colons``; an uncompressed
 file's parts are copied and counted two at a time), every key of every
 event is followed by one, and the typed read's ``_colons`` column accounts
-for them key by key (see ``typed_sql``). When the two sums differ (a key
+for them key by key (see ``ingest/read/typed_rows``). When the two sums differ (a key
 ``EVENT_SPEC`` does not name, a known key holding ``null``) or the typed
 read fails (a value of the wrong type, an element that is not an object, a
 duplicate key), ``ingest`` reads the parts again with ``select_sql``.
@@ -44,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracekit.common.sqltext import json_literal, literal
+from tracekit.common import sqlmodules
 from tracekit.errors import NotATraceError, TraceFormatError
 from tracekit.schema import fields
 
@@ -598,71 +600,42 @@ def select_sql(parts: list[Path]) -> str:
     Each event is read as JSON text, typed, and its keys checked: an event
     with a key ``EVENT_SPEC`` does not name, or an element that is not an
     object, is kept whole in ``extra``. Slower than ``typed_sql`` (three
-    parses of each event) but right whatever the input.
+    parses of each event) but right whatever the input (``ingest/read/exact_rows``).
     """
-    known = ", ".join(literal(k) for k in EVENT_SPEC)
-    return _select(
-        f"""
-        SELECT {_part(parts)}
-               json_transform(json, {json_literal(EVENT_SPEC)}) AS e,
-               -- Objects start with an opening brace (the reader trims them): a check on the
-               -- text, not another parse (json_type parses every event again).
-               CASE WHEN NOT starts_with(json, '{{')
-                         OR list_bool_or(list_transform(json_keys(json), lambda k: k NOT IN ({known})))
-                    THEN json END AS extra
-        FROM read_json_objects({_files(parts)}, format = 'array', filename = {_multi(parts)},
-                               maximum_object_size = {MAX_EVENT_BYTES})""",
-        parts,
-    )
+    return _events_sql(parts, typed=False, legacy_ids=True)
 
 
 def typed_sql(staged: list[StagedTrace]) -> str:
     """The fast SELECT: ``select_sql``'s rows, each event parsed once into typed columns, and ``_colons``.
 
     ``read_json`` skips keys its ``columns`` do not name, so these rows are
-    kept only when ``_colons`` proves it skipped none (``ingest``). Each key
-    of a JSON object is followed by one ``:``, and staging counted the ``:``
-    bytes of the parts (``StagedTrace.colons``, with no escaped ``:``). Per
-    event, ``_colons`` is one for each key of ``EVENT_SPEC`` it holds (not
-    null) plus the ``:`` characters in its ``name`` and ``args`` (as typed:
-    ``args`` is JSON text, which writes a nested value's keys with one ``:``
-    each). The bytes can only be more than the sum over a trace: by a key
-    ``EVENT_SPEC`` does not name, a known key holding ``null`` or a ``:``
-    in another value. Equal sums prove no key was skipped; otherwise ingest
-    reads the trace again with ``select_sql``, as it does when the typed
-    read fails (an element that is not an object, a duplicate key, a value
-    that does not convert).
-
-    The legacy args key ``"external id"`` is looked up only when staging's
-    scan says the bytes may hold it (``StagedTrace.legacy_ids``).
+    kept only when ``_colons`` proves it skipped none (``ingest``; the proof:
+    ``ingest/read/typed_rows``). The legacy args key ``"external id"`` is
+    looked up only when staging's scan says the bytes may hold it
+    (``StagedTrace.legacy_ids``).
     """
     parts = [p for trace in staged for p in trace.parts]
-    return _select(
-        f"""
-        SELECT {_part(parts)} e, NULL::JSON AS extra, {_accounted_colons("e")} AS _colons
-        FROM read_json({_files(parts)}, format = 'array', filename = {_multi(parts)}, columns = {columns(EVENT_SPEC)},
-                       maximum_object_size = {MAX_EVENT_BYTES}) e""",
-        parts,
-        "_colons",
-        legacy_ids=any(trace.legacy_ids for trace in staged),
+    return _events_sql(parts, typed=True, legacy_ids=any(trace.legacy_ids for trace in staged))
+
+
+def _events_sql(parts: list[Path], typed: bool, legacy_ids: bool) -> str:
+    """The read of ``parts`` (``ingest/read/events``): the SQL is there; here, what it is given."""
+    c1, c2, c3 = [*ts_centers(parts), None, None, None][:3]
+    return sqlmodules.text(
+        "ingest/read/events",
+        typed=typed,
+        files=[str(p) for p in parts],
+        multi=_multi(parts),
+        trace_id=_trace_of(parts[0]),
+        spec=EVENT_SPEC,
+        keys=list(EVENT_SPEC),
+        max_event_bytes=MAX_EVENT_BYTES,
+        c1=c1,
+        c2=c2,
+        c3=c3,
+        legacy_ids=legacy_ids,
+        args_spec=fields.spec_json(fields.EVENT),
     )
-
-
-def columns(keys: dict[str, str]) -> str:
-    """``keys`` (key -> DuckDB type) as ``read_json``'s ``columns`` argument."""
-    return "{" + ", ".join(f"{literal(k)}: {literal(t)}" for k, t in keys.items()) + "}"
-
-
-# The keys whose values' ':' characters the typed read counts (names such as aten::mm hold them, args
-# holds one per key). A ':' in another key's value goes uncounted: the sums differ and the trace is
-# read exactly, which costs time, not exactness; counting every key's colons costs every trace time.
-_COLON_KEYS = ("name", "args")
-
-
-def _accounted_colons(e: str) -> str:
-    held = [f'({e}."{key}" IS NOT NULL)::BIGINT' for key in EVENT_SPEC]
-    inside = [f"coalesce(strlen({e}.\"{k}\") - strlen(replace({e}.\"{k}\", ':', '')), 0)" for k in _COLON_KEYS]
-    return " + ".join(held + inside)
 
 
 _PART_NAME = re.compile(r"t(\d+)\.[^/]*$")
@@ -682,50 +655,18 @@ def _multi(parts: list[Path]) -> bool:
     return len({_trace_of(p) for p in parts}) > 1
 
 
-def _part(parts: list[Path], column: str = "filename AS part") -> str:
-    """The part file name column to select (with a comma), when ``parts`` hold several traces."""
-    return f"{column}," if _multi(parts) else ""
-
-
-def _files(parts: list[Path]) -> str:
-    return "[" + ", ".join(literal(str(p)) for p in parts) + "]"
-
-
-# Microseconds as DECIMAL(15,3) (|ts| < 10^12 us, 11.6 days) are exact int64 nanoseconds by int64
-# arithmetic; the DECIMAL(24,3) that ts and dur are read as is a 128-bit integer, and multiplying and
-# casting that costs many times the CPU. ``_nanoseconds_sql`` takes the short path for values within
-# 10^12 us of a few centers and the 128-bit one for any other value.
-_WINDOW_US = 10**12
-# Centers are multiples of this, at most 9 * 10^15 us: center*1000 plus a window's ns fits an int64.
+# The short path of the nanoseconds conversion (``ingest/read/nanoseconds``) takes values within 10^12 us
+# of a center; centers are multiples of this, at most 9 * 10^15 us: center*1000 plus a window's ns fits an int64.
 _CENTER_STEP_US = 10**11
 _MAX_CENTER_US = 9 * 10**15
 _TS_SAMPLE = re.compile(rb'"ts"\s*:\s*"?(-?\d{1,20})')
 SAMPLE_BYTES = 1 << 16
 
 
-def _nanoseconds_sql(us: str, centers: list[int]) -> str:
-    """SQL: the DECIMAL(24,3) microseconds ``us`` as BIGINT nanoseconds (NULL when out of range).
-
-    Exact by construction: for a center ``c`` (integer us), ``us - c`` is
-    exact, fits DECIMAL(15,3) or is NULL (TRY_CAST), times 1000 it is the
-    integer nanoseconds of ``us - c`` as DECIMAL(18,3) (no overflow below
-    10^15), and ``c * 1000`` plus that fits an int64 (``_MAX_CENTER_US``).
-    A value no center takes is converted by the 128-bit expression, as all
-    were before (coalesce evaluates it only for those rows).
-    """
-    fast = [
-        f"({int(c) * 1000} + CAST(TRY_CAST({us} - {int(c)} AS DECIMAL(15,3)) * 1000 AS BIGINT))"
-        if c
-        else f"CAST(TRY_CAST({us} AS DECIMAL(15,3)) * 1000 AS BIGINT)"
-        for c in centers
-    ]
-    return f"coalesce({', '.join([*fast, f'TRY_CAST({us} * 1000 AS BIGINT)'])})"
-
-
 def ts_centers(parts: list[Path]) -> list[int]:
-    """Centers for ``_nanoseconds_sql`` of ts: 0 and the integer microseconds of the ``"ts"`` values in the first
-    ``SAMPLE_BYTES`` of each part, rounded to ``_CENTER_STEP_US``, most frequent first (at most four).
-    Which centers only decides how many rows take the short path, never a value."""
+    """Centers of ts for ``ingest/read/nanoseconds`` (which adds 0): the integer microseconds of the ``"ts"``
+    values in the first ``SAMPLE_BYTES`` of each part, rounded to ``_CENTER_STEP_US``, most frequent first (at
+    most three). Which centers only decides how many rows take the short path, never a value."""
     seen: dict[int, int] = {}
     for part in parts:
         try:
@@ -737,47 +678,4 @@ def ts_centers(parts: list[Path]) -> list[int]:
             c = round(int(m.group(1)) / _CENTER_STEP_US) * _CENTER_STEP_US
             if 0 < abs(c) <= _MAX_CENTER_US:
                 seen[c] = seen.get(c, 0) + 1
-    ranked = sorted(seen, key=lambda c: -seen[c])[:3]
-    return [*ranked, 0]
-
-
-def _select(events: str, parts: list[Path], passthrough: str = "", legacy_ids: bool = True) -> str:
-    """The columns of ``events`` rows from ``events``, a SELECT of ``part`` (the part file: ``_part``), ``e``
-    (the event's EVENT_SPEC keys, typed), ``extra`` and the ``passthrough`` columns.
-
-    The trace comes from the part file's name (``t<trace_id>.<n>.json``)
-    rather than a join, which keeps DuckDB's parallel scan order-preserving
-    (a constant when all parts are one trace's: no ``part`` column then).
-    ``legacy_ids``: whether args may hold the legacy key ``"external id"``
-    (when not, ``external_id`` is ``"External id"`` alone).
-    """
-    # `kind` (and id, ordinal) are filled later, when the rows are copied into `events` (``ingest._copy_select``).
-    more = f", {passthrough}" if passthrough else ""
-    # The trace from the part file's name; a constant when the parts hold one trace.
-    trace_id = (
-        "CAST(regexp_extract(part, '/t(\\d+)\\.[^/]*$', 1) AS INTEGER)"
-        if _multi(parts)
-        else f"{_trace_of(parts[0])}::INTEGER"
-    )
-    legacy = (
-        """,
-                        CASE WHEN contains(CAST(e.args AS VARCHAR), '"external id"')
-                             THEN TRY_CAST(json_extract_string(e.args, '$."external id"') AS BIGINT) END"""
-        if legacy_ids
-        else ""
-    )
-    return f"""
-        SELECT {trace_id} AS trace_id,
-               e.ph, e.cat, e.name, e.pid, e.tid,
-               ts_ns, dur_ns, ts_ns + coalesce(dur_ns, 0) AS end_ns,
-               e.id AS flow_id, e.bp, e.s AS scope,
-               a.correlation,
-               coalesce(a."External id"{legacy}) AS external_id,
-               e.args, extra{more}
-        FROM (
-            SELECT {_part(parts, "part")} e, extra{more},
-                   {_nanoseconds_sql("e.ts", ts_centers(parts))} AS ts_ns, {_nanoseconds_sql("e.dur", [0])} AS dur_ns,
-                   CASE WHEN e.args IS NOT NULL THEN json_transform(e.args, {fields.spec(fields.EVENT)}) END AS a
-            FROM ({events})
-        )
-    """
+    return sorted(seen, key=lambda c: -seen[c])[:3]
