@@ -35,11 +35,12 @@ Slots, written ``{{...}}``:
   (``{{else}}`` may be left out; blocks may nest, within one statement). Where a branch would only change a
   value, a parameter is simpler; a block is for text that is there or not (a column, a whole read).
 - ``{{include package/name key=value ...}}``: a fragment module (header line ``-- @fragment``: one query
-  or expression, no statement of its own) written in place, with its parameters given as words, numbers or the
-  including module's own parameters (``key={{name}}`` is not needed: ``key=name`` passes one through
-  when ``name`` is a parameter of the including module; ``key=NULL`` gives ``None``). The fragment's name may be a ``KEYWORD`` parameter
-  whose words are fragment names: the caller chooses one (``{{include bounds}}``, ``-- @param bounds
-  KEYWORD(attribution/a|attribution/b)``), where the choice decides which operators the plan holds.
+  or expression, no statement of its own) written in place, with its parameters given as words, numbers,
+  ``NULL`` (``None``) or the including module's own parameters (``key={{name}}`` is not needed: ``key=name``
+  passes one through when ``name`` is a parameter of the including module). The fragment's name may be a
+  ``KEYWORD`` parameter whose words are fragment names: the caller chooses one (``{{include bounds}}``,
+  ``-- @param bounds KEYWORD(attribution/a|attribution/b)``), where the choice decides which operators the
+  plan holds.
 - ``{{pattern_hits RULES NAMES SUBJECT}}``: a query of (SUBJECT, pattern) for each distinct SUBJECT of the
   table or CTE NAMES and each pattern of the rule table RULES it matches, read from the connection when the
   module runs: one ``SELECT`` per pattern, the pattern written as a literal, so that DuckDB compiles each

@@ -19,18 +19,18 @@ succeeds or reports the JSON error with its line and column.
 
 The parts are parsed by one of two SELECTs, both the SQL module
 ``ingest/read/events`` (``tracekit/ingest/sql/read/``; Python only binds its
-values: the files, ``EVENT_SPEC``, the centers of ts). ``typed_sql`` parses each event
-once, straight into typed columns (``read_json`` with ``columns``): the fast
-path, but ``read_json`` silently skips keys it was not given, and nothing a
-user loaded may be dropped. ``select_sql`` reads each event as JSON text,
-types it and checks its keys (three parses): exact whatever the input. The
-typed read is kept only when a count proves it dropped nothing: staging
-counts the ``:`` bytes of the parts (``count_colons``; an uncompressed
-file's parts are copied and counted two at a time), every key of every
-event is followed by one, and the typed read's ``_colons`` column accounts
-for them key by key (see ``ingest/read/typed_rows``). When the two sums differ (a key
-``EVENT_SPEC`` does not name, a known key holding ``null``) or the typed
-read fails (a value of the wrong type, an element that is not an object, a
+values: the files, ``EVENT_SPEC``, the centers of ts). ``typed_sql`` parses
+each event once, straight into typed columns (``read_json`` with ``columns``):
+the fast path, but ``read_json`` silently skips keys it was not given, and
+nothing a user loaded may be dropped. ``select_sql`` reads each event as JSON
+text, types it and checks its keys (three parses): exact whatever the input.
+The typed read is kept only when a count proves it dropped nothing: staging
+counts the ``:`` bytes of the parts (``count_colons``; an uncompressed file's
+parts are copied and counted two at a time), every key of every event is
+followed by one, and the typed read's ``_colons`` column accounts for them key
+by key (see ``ingest/read/typed_rows``). When the two sums differ (a key
+``EVENT_SPEC`` does not name, a known key holding ``null``) or the typed read
+fails (a value of the wrong type, an element that is not an object, a
 duplicate key), ``ingest`` reads the parts again with ``select_sql``.
 """
 
