@@ -7,6 +7,8 @@ numbers before the stage existed are literals here.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from synthetic import ALL_REDUCE, TraceBuilder
 
@@ -64,6 +66,7 @@ GEMM_QKV = "Cijk_Alik_Bljk_BBS_MT64x32x256"
 GEMM_O = "Cijk_Alik_Bljk_BBS_MT16x32x512"
 ATTENTION = "ck_tile::FmhaBatchPrefillWithPagedKVCacheKernel<ck_tile::BlockFmhaBatchPrefillPipeline<float>>"
 COPY = "Memcpy DtoD (Device -> Device)"
+SP_GATHER = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
 
 class _Layers:
@@ -99,7 +102,12 @@ def _tp_layer(s: _Layers, i: int, collective: str, reduce_op: str) -> None:
         reduce = [(collective, "tp_comm")]
 
     def attention():
-        s.scope(f"QKVParallelLinear_{i}", lambda: s.op("aten::linear", [(GEMM_QKV, "qkv_proj")]))
+        def qkv_proj():
+            # Sequence parallelism gathers the tokens before the QKV GEMM (an op no rule names: by its kernel).
+            s.op("my_sp::gather_tokens", [(SP_GATHER, "tp_comm")])
+            s.op("aten::linear", [(GEMM_QKV, "qkv_proj")])
+
+        s.scope(f"QKVParallelLinear_{i}", qkv_proj)
         s.scope(f"RadixAttention_{i}", lambda: s.op("aiter::mha_batch_prefill", [(ATTENTION, "fused_attention")]))
 
         def o_proj():
@@ -158,8 +166,9 @@ def test_every_gpu_op_of_a_tp_layer_gets_its_true_stage(tp_trace):
     # Each layer is one call holding its all-reduce; the MLP's all-reduce is in none.
     calls = trace.query("attention_calls").to_dicts()
     assert len(calls) == 2 * len(COLLECTIVES)
-    # qkv GEMM, attention kernel, o_proj's 3 kernels, the copy, the all-reduce (and vllm::all_reduce's 2 copies)
-    assert sorted({c["gpu_ops"] for c in calls}) == [7, 9]
+    # the gather, qkv GEMM, attention kernel, o_proj's 3 kernels, the copy, the all-reduce (and vllm::all_reduce's
+    # 2 copies)
+    assert sorted({c["gpu_ops"] for c in calls}) == [8, 10]
     # The CPU side agrees: the all-reduce op of a layer is tp_comm, the MLP's is other.
     cpu = trace.sql(
         """SELECT s.stage, s.call_id IS NOT NULL AS in_call, count(*) FROM cpu_stages s JOIN cpu_slices c USING (id)
@@ -168,7 +177,11 @@ def test_every_gpu_op_of_a_tp_layer_gets_its_true_stage(tp_trace):
     assert cpu == [("other", False, len(COLLECTIVES)), ("tp_comm", True, len(COLLECTIVES))]
 
 
-@pytest.mark.parametrize("collective", COLLECTIVES)
+@pytest.mark.parametrize(
+    "collective",
+    COLLECTIVES,
+    ids=[re.sub(r"^void |[<(].*$", "", n.replace("(anonymous namespace)", "anon")) for n in COLLECTIVES],
+)
 def test_the_kernel_order_walk_gives_its_all_reduce_tp_comm(tmp_path, collective):
     """A graph-replayed layer: the collective right after the output GEMM is the block's, tp_comm."""
     layer = [
