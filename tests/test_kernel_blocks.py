@@ -89,7 +89,7 @@ def test_separate_q_k_v_gemms_and_a_tp_all_reduce(tmp_path):
         ("flash_fwd_kernel", "fused_attention"),
         (COPY, "layout"),
         (GEMM_O, "out_proj"),
-        ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "out_proj"),
+        ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "tp_comm"),
         (NORM, "other"),
         (GEMM_UP, "other"),
         ("ncclDevKernel_AllGather_RING_LL", "other"),

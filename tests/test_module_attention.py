@@ -100,7 +100,7 @@ def _serving_like_layer(s: _Scoped, i: int) -> None:
             f"nn.Module: RowParallelLinear_{i}",
             lambda: (
                 s.op("aiter::gemm_a16w16", "gemm_kernel", "out_proj"),
-                s.op("vllm::all_reduce", "cross_device_reduce_1stage", "out_proj"),
+                s.op("vllm::all_reduce", "cross_device_reduce_1stage", "tp_comm"),
             ),
         )
 
@@ -411,9 +411,10 @@ EXPECTED = {
             False,
         ): "fused_attention",
         ("RowParallelLinear", "aten::linear", "aten::addmm", "post", False): "out_proj",
-        # The tensor-parallel all-reduce of o_proj's partial sums.
-        ("RowParallelLinear", "vllm::all_reduce", "aten::copy_", "post", False): "out_proj",
-        ("RowParallelLinear", "vllm::all_reduce", "symm_mem::multimem_all_reduce_", "post", False): "out_proj",
+        # The tensor-parallel all-reduce of o_proj's partial sums, with its copies into and out of the
+        # symmetric-memory buffer.
+        ("RowParallelLinear", "vllm::all_reduce", "aten::copy_", "post", False): "tp_comm",
+        ("RowParallelLinear", "vllm::all_reduce", "symm_mem::multimem_all_reduce_", "post", False): "tp_comm",
     },
     "tracelens/mi300_falconsai_vit_sdpa_modules.json.gz": _sdpa_layer("ViTSdpaSelfAttention"),
     "tracelens/h100_bert-small_sdpa-flash.json.gz": {

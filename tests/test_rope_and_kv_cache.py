@@ -691,7 +691,7 @@ def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construc
     their names: their [T, H * D] rows show no head dim) to the fused QKV projection before them and the
     output projection after; the norm, residual add and MLP stay out. With fp8, the output-first GEMM
     is the QKV projection and the quantization of q passes through (neither ends nor starts a block).
-    With tensor parallelism, the output projection's all-reduce is the call's (out_proj), the MLP's
+    With tensor parallelism, the output projection's all-reduce is the call's (tp_comm), the MLP's
     is not."""
     model = torch.nn.Sequential(_ServingBlock(fp8, tp=tp), _ServingBlock(fp8, tp=tp)).eval()
     with _record(tmp_path, "serving", model, torch.randn(16, 32)) as trace:
@@ -713,7 +713,7 @@ def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construc
                 ("vllm::unified_attention_tk", "fused_attention"),
                 ("aten::view", "layout"),
                 ("aten::linear", "out_proj"),
-                *([("tk_vllm::all_reduce", "out_proj")] if tp else []),
+                *([("tk_vllm::all_reduce", "tp_comm")] if tp else []),
             ]
         if tp:  # the MLP's reduction stays out
             assert trace.sql(

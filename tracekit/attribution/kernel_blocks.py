@@ -6,13 +6,14 @@ name as the only fact about a GPU op: the attention kernel is found by name (a c
 source ``kernel``), and the projections, q/k norms and copies around it were ``other``. On one
 stream, an attention layer runs in a fixed order, and this module reads it from the sequence:
 
-    ... GEMM (qkv_proj) [norms, rotary, KV-cache writes, copies] ATTENTION [copies] GEMM (out_proj) [all-reduce]
+    ... GEMM (qkv_proj) [norms, rotary, KV-cache writes, copies] ATTENTION [copies] GEMM (out_proj) [all-reduce (tp_comm)]
 
 For each run of adjacent attention kernels of one implementation with no CPU call (a paged
 kernel and its split-KV reduction are one call), going back: the non-GEMM kernels up to the
 nearest GEMM, at most ``PRE_REACH`` of them, then that GEMM and the GEMMs right before it
 (separate q, k and v projections; at most ``QKV_GEMMS``); going forward: at most ``POST_REACH``
-kernels up to the next GEMM, that GEMM, and a tensor-parallel all-reduce right after it.
+kernels up to the next GEMM, that GEMM, and a collective right after it (the tensor-parallel all-reduce,
+stage ``tp_comm`` as every communication kernel a projection takes in: ``attribution/gpu_op_stage_decisions``).
 Projections that other kernels keep apart (inductor fuses a projection's bias add into the next
 q/k-norm kernel) are found further back: GEMMs of the adjacent group's own kernel names, up to a
 norm kernel (``EXT_REACH``). No GEMM within reach: no widening on that side (a call is never
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import duckdb
 
-from tracekit.attribution.eager import TP_REDUCTION
 from tracekit.common import sqlmodules
 
 PRE_REACH = 12  # non-GEMM kernels between the QKV GEMM and the attention kernel (SGLang's Qwen3 decode: 6)
@@ -63,7 +63,6 @@ def find(con: duckdb.DuckDBPyConnection, decisions: str) -> None:
         con,
         "attribution/kernel_block_sequence",
         decisions=decisions,
-        tp_reduction=TP_REDUCTION,
         backward_kernel=BACKWARD_KERNEL,
     )
     # The bounds of a CPU call's block cost five more window aggregates: only when such a call exists.

@@ -1,17 +1,29 @@
 -- gpu_op_stage_decisions: the GPU ops a rule, call or the kernel order decided (columns: docs/schema.md).
 --
 -- The kernel-order blocks (_kblock, attribution/kernel_block_*) override the decisions they take in; a GPU
--- op left other/none, with no call, rule or impl and not an attention kernel, has no row.
+-- op left other/none, with no call, rule or impl and not an attention kernel, has no row. Whatever path
+-- took a GPU op into a projection (a RowParallelLinear module scope, a label, the kernel order's all-reduce
+-- after the output GEMM, an eager block's reduction), the projection is its GEMM: a communication op
+-- (gpu_op_category) there is the tensor-parallel collective (comm_stage), and a memcpy is a copy (layout).
 --
 -- @param table KEYWORD(TABLE|TEMP TABLE)  TEMP TABLE for a database that cannot be written.
--- @reads _gpu_decisions, _kblock
+-- @param comm_stage TEXT                  The stage of tensor-parallel communication (assign.TP_COMM).
+-- @reads _gpu_decisions, _kblock, gpu_ops
 -- @creates gpu_op_stage_decisions
 CREATE {{table}} gpu_op_stage_decisions AS
-SELECT * FROM (
+WITH d AS (
     SELECT d.id, d.trace_id, coalesce(b.stage, d.stage) AS stage, coalesce(b.source, d.source) AS source,
            coalesce(b.call_id, d.call_id) AS call_id, coalesce(b.rule, d.rule) AS rule,
            coalesce(b.attention_kernel, d.attention_kernel) AS attention_kernel, d.kernel_impl
     FROM _gpu_decisions d LEFT JOIN _kblock b USING (id)
+)
+SELECT * FROM (
+    SELECT id, trace_id,
+           CASE WHEN stage IN ('qkv_proj', 'out_proj') AND bucket = 'communication' THEN {{comm_stage}}
+                WHEN stage IN ('qkv_proj', 'out_proj') AND bucket = 'memcpy' THEN 'layout'
+                ELSE stage END AS stage,
+           source, call_id, rule, attention_kernel, kernel_impl
+    FROM (SELECT d.*, gpu_op_category(g.kind, g.name) AS bucket FROM d JOIN gpu_ops g USING (id))
 ) WHERE NOT (stage = 'other' AND source = 'none' AND call_id IS NULL AND rule IS NULL AND kernel_impl IS NULL
              AND attention_kernel IS NOT DISTINCT FROM false);
 

@@ -4,9 +4,10 @@
 -- join the sequence on equality (a range join would pair every run of a stream with every kernel of it).
 -- The places: the run itself (its attention kernels merge into the run's first call); qkv (a GEMM from the
 -- run's first projection to qkv_k); pre (the other kernels before the run); post (after it, before the
--- output GEMM); out (the output GEMM); reduce (a tensor-parallel reduction right after it). Between, a
--- kernel takes its kernel rule's stage where the rule names one that is not positional, a norm kernel
--- before the core is qk_norm, anything else layout. Blocks are disjoint by construction (each side bounded
+-- output GEMM); out (the output GEMM); reduce (a collective right after it: out_proj here, tp_comm once
+-- attribution/gpu_op_stage_decisions sees it is communication). Between, a kernel takes its kernel rule's
+-- stage where the rule names one that is not positional, a norm kernel before the core is qk_norm, anything
+-- else layout. Blocks are disjoint by construction (each side bounded
 -- by its neighbours'): a kernel taken twice is an internal error, checked here.
 --
 -- @param source TEXT        The source of a place's decision (kernel_blocks.SOURCE).

@@ -9,11 +9,10 @@
 -- kernels. The last statement counts the CPU calls a block may widen.
 --
 -- @param decisions IDENT        The GPU op decisions so far: id, source, call_id, kernel_impl.
--- @param tp_reduction TEXT      A tensor-parallel reduction's kernel name (eager.TP_REDUCTION).
 -- @param backward_kernel TEXT   A backward attention kernel's name (kernel_blocks.BACKWARD_KERNEL).
 -- @reads gpu_ops, rule_op_categories, _kernel_match, _kb_streams, _kb_cpu_calls
 -- @creates _kb_categories       Per kernel name on those streams: m, its first rule_op_categories kernel rule (category, rule).
--- @creates _kb_names            Per kernel name: name_id, category, reduction (a tensor-parallel reduction), backward.
+-- @creates _kb_names            Per kernel name: name_id, category, reduction (a collective: is_collective_kernel or a communication category rule), backward.
 -- @creates _kb_sequence         Every GPU op of the streams: k (its number on the stream), own, impl, free, gemm, norm, reduction, backward, name_id, km (its kernel rule), dcall (its call), via_graph, open, free_gemm, gopen, gfree_gemm.
 CREATE OR REPLACE TEMP TABLE _kb_categories AS
 WITH n AS MATERIALIZED (
@@ -28,7 +27,7 @@ SELECT name, arg_min(m, o) AS m FROM (
 
 CREATE OR REPLACE TEMP TABLE _kb_names AS
 SELECT n.name, row_number() OVER () AS name_id, c.m.category AS category,
-       regexp_matches(n.name, {{tp_reduction}}) AS reduction,
+       is_collective_kernel(n.name) OR coalesce(c.m.category = 'communication', false) AS reduction,
        regexp_matches(n.name, {{backward_kernel}}) AS backward
 FROM (SELECT DISTINCT name FROM gpu_ops JOIN _kb_streams USING (trace_id, device, stream)) n
 LEFT JOIN _kb_categories c USING (name);

@@ -1,6 +1,6 @@
 -- The GPU-time bucket of a GPU op as TraceLens's GPU timeline defines it: memcpy (a memcpy, or a ROCm
 -- `__amd_rocclr_copy*` blit kernel), communication (a kernel or memset that is_collective_kernel says is
--- communication: nccl, rccl, hccl, any case, or cross_device_reduce), else computation (every other kernel, every
+-- communication: a collective library's, a custom all-reduce's), else computation (every other kernel, every
 -- memset).
 --
 -- @param macro KEYWORD(MACRO|TEMP MACRO)  TEMP MACRO for one connection's own model.
