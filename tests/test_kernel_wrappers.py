@@ -61,7 +61,11 @@ NAMES = {
     FA3_FWD_PLAIN: ("flash::FlashAttnFwdSm90", "fused_attention", "flash3"),
     FA3_BWD: ("flash::FlashAttnBwdSm90", "fused_attention", "flash3"),
     "void ck_tile::kentry<64, 1, ck_tile::FmhaFwdKernel<ck_tile::BlockFmhaPipelineQRKSVS<ck_tile::BlockGemmARegBSmemCRegV2"
-    "<float> > > >(ck_tile::FmhaFwdKernel<int>::FmhaFwdBatchModeKargs)": ("ck_tile::FmhaFwdKernel", "fused_attention", "aiter"),
+    "<float> > > >(ck_tile::FmhaFwdKernel<int>::FmhaFwdBatchModeKargs)": (
+        "ck_tile::FmhaFwdKernel",
+        "fused_attention",
+        "aiter",
+    ),
     COPY: ("at::native::FillFunctor", "other", None),
     "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::CUDAFunctor_add<float> >"
     "(at::TensorIteratorBase&, at::native::CUDAFunctor_add<float> const&)::{lambda(int)#1}>(int)": (
@@ -73,7 +77,11 @@ NAMES = {
     "unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, "
     "float, 4>)": ("at::native::MeanOps", "other", None),
     "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::(anonymous "
-    "namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)": ("at::native::cunn_SoftMaxForward", "other", None),
+    "namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)": (
+        "at::native::cunn_SoftMaxForward",
+        "other",
+        None,
+    ),
     ENABLE_IF: ("vllm::fused_add_rms_norm_kernel", "other", None),
     # An anchored rule (^triton_...) matches behind a return type too.
     "void triton_poi_fused__scaled_dot_product_flash_attention_cat_transpose_view_10(float*, int)": (
@@ -81,7 +89,11 @@ NAMES = {
         "layout",
         None,
     ),
-    "void (anonymous namespace)::store_kvcache<2048l, 4, false, long>(StoreKVCacheParams)": ("store_kvcache", "kv_cache", None),
+    "void (anonymous namespace)::store_kvcache<2048l, 4, false, long>(StoreKVCacheParams)": (
+        "store_kvcache",
+        "kv_cache",
+        None,
+    ),
     "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8>(cutlass_80_wmma_"
     "tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8::Params)": (
         "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8",
@@ -157,7 +169,7 @@ def test_fa3_layers_are_one_call_each_with_their_scheduler_and_combine(tmp_path)
     # Each call holds its block (QKV GEMM, rotary, its attention kernels, o_proj GEMM); the helpers are
     # attention kernels of the FA3 kernel's call, never calls of their own.
     by_call: dict[int, list[str]] = {}
-    for name, stage, call, attention, _impl in rows:
+    for name, _stage, call, attention, _impl in rows:
         if call is not None:
             by_call.setdefault(call, []).append(name)
         if name in (FA3_SCHEDULER, FA3_COMBINE):
@@ -183,7 +195,9 @@ def test_helpers_join_an_attention_kernel_that_no_block_widens(tmp_path):
     assert calls[5] is None and calls[6] == calls[7] == calls[8] is not None and calls[9] is None
     assert calls[6] != calls[1] and calls[10:] == [None, None, None]
     assert rows[11][1] == "fused_attention" and rows[11][3]  # attention work, but no call
-    got = {c["op"]: (c["gpu_ops"], c["attention_kernel_ns"], c["impl"]) for c in trace.query("attention_calls").to_dicts()}
+    got = {
+        c["op"]: (c["gpu_ops"], c["attention_kernel_ns"], c["impl"]) for c in trace.query("attention_calls").to_dicts()
+    }
     assert got == {FA3_FWD_PLAIN: (3, 6_000, "flash3"), FA3_BWD: (3, 6_000, "flash3")}
 
 

@@ -498,7 +498,7 @@ flow_matches BOOLEAN  An ac2g flow with this correlation starts at this call (sa
 id BIGINT <unique not_null ref:events.id>  slices.id of the GPU op.
 trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 kind VARCHAR  kernel, memcpy or memset.
-name VARCHAR  Kernel name (or "Memcpy DtoD (Device -> Device)", ...), as written.
+name VARCHAR  Kernel name (or "Memcpy DtoD (Device -> Device)", ...), whole as written: a return type (`void `), launch wrapper (`cutlass::device_kernel<...>`) or mangled symbol stays; tables show it demangled without the return type, kernel rules read kernel_base(name).
 device INTEGER {device}  GPU index (args.device, else pid).
 stream BIGINT {stream}  Stream (args.stream, else tid).
 pid VARCHAR  pid as written.
