@@ -216,3 +216,22 @@ def test_helpers_join_an_attention_kernel_that_no_block_widens(tmp_path):
 def test_badly_rendered_names_show_their_function(raw, shown):
     assert format_unit(raw, "short") == shown
     assert names.shorten(names.readable(raw), 60) == shown
+
+
+def test_an_fa3_op_is_one_flash3_call_and_fa3_precision_is_by_the_raw_name(tmp_path):
+    """Eager FA3 (the flash_attn_3::fwd op launches the scheduler and the kernel): the op decides, one call, impl
+    flash3. Precision rules read the raw name: the kernel is tensor_core, its helpers other."""
+    b = TraceBuilder(trace_name="fa3_op")
+    for i in range(3):
+        b.op_with_kernels(
+            "flash_attn_3::fwd", 10_000 + i * 100_000, [(FA3_SCHEDULER, None, 1_000), (FA3_FWD, None, 8_000)]
+        )
+    b.finish()
+    b.write(tmp_path / "fa3_op.json.gz")
+    trace = tracekit.load(tmp_path / "fa3_op.json.gz")
+    calls = trace.query("attention_calls").to_dicts()
+    assert [(c["impl"], c["gpu_ops"], c["attention_kernel_ns"], c["call_source"]) for c in calls] == [
+        ("flash3", 2, 9_000, "op")
+    ] * 3
+    precision = dict(trace.rows("SELECT name, precision FROM kernel_precision_classes"))
+    assert precision == {FA3_FWD: "tensor_core", FA3_SCHEDULER: "other"}
