@@ -9,7 +9,7 @@ stream, an attention layer runs in a fixed order, and this module reads it from 
     ... GEMM (qkv_proj) [norms, rotary, KV-cache writes, copies] ATTENTION [copies] GEMM (out_proj) [all-reduce (tp_comm)]
 
 For each run of adjacent attention kernels of one implementation with no CPU call (a paged
-kernel and its split-KV reduction are one call), going back: the non-GEMM kernels up to the
+kernel and its split-KV reduction are one call; helper kernels beside it join it), going back: the non-GEMM kernels up to the
 nearest GEMM, at most ``PRE_REACH`` of them, then that GEMM and the GEMMs right before it
 (separate q, k and v projections; at most ``QKV_GEMMS``); going forward: at most ``POST_REACH``
 kernels up to the next GEMM, that GEMM, and a collective right after it (the tensor-parallel all-reduce,

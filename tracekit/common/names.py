@@ -2,8 +2,9 @@
 
 ``demangle`` turns an Itanium-mangled symbol (``_ZN5aiter24add_rmsnorm_quant_kernel...``,
 as ROCm and some CUDA libraries report kernels) into C++ text with the maintained
-``cpp_demangle`` library (the Rust crate's binding); a name it cannot parse, or one that
-is not mangled, comes back unchanged. ``shorten`` cuts a long name in the middle, keeping
+``cpp_demangle`` library (the Rust crate's binding); a mangled name it cannot parse gives
+its function's name (``nested_name``, a small decoder of the symbol's head), and one that is
+not mangled comes back unchanged. ``shorten`` cuts a long name in the middle, keeping
 its head and its distinguishing tail; ``shorten_all`` shortens a set of names so that
 distinct names stay distinct (a diff by kernel never shows one text as both added and
 removed). The stored tables always keep the raw names.
@@ -20,24 +21,61 @@ ELLIPSIS = "…"
 
 @functools.lru_cache(maxsize=65536)
 def demangle(name: str) -> str:
-    """C++ text of an Itanium-mangled ``name`` (``_Z...``); any other name unchanged."""
+    """C++ text of an Itanium-mangled ``name`` (``_Z...``); any other name unchanged. A symbol the demangler
+    cannot read whole (cut short, an expression it does not parse) gives its function's name (``nested_name``)."""
     if not isinstance(name, str) or not name.startswith(("_Z", "__Z")):
         return name
     try:
         import cpp_demangle
     except ImportError:  # a dependency; tolerated missing so that names still show
-        return name
+        return nested_name(name) or name
     try:
         return str(cpp_demangle.demangle(name.removeprefix("_") if name.startswith("__Z") else name))
     except (ValueError, RuntimeError):
-        return name
+        return nested_name(name) or name
 
 
-_RETURN_TYPE = re.compile(r"^void ")
+_LENGTH = re.compile(r"[1-9][0-9]*")
+
+
+def nested_name(symbol: str) -> str | None:
+    """The function's name at the head of an Itanium symbol: ``_ZN4vllm25fused_add_rms_norm_kernelI...`` ->
+    ``vllm::fused_add_rms_norm_kernel``, its source names up to the first template or parameter list
+    (``St`` is ``std``, ``_GLOBAL__N_1`` the anonymous namespace). None when the head is no such name or an
+    identifier in it is cut short."""
+    s = symbol.removeprefix("_") if symbol.startswith("__Z") else symbol
+    if not s.startswith("_Z"):
+        return None
+    i, nested = (3, True) if s.startswith("_ZN") else (2, False)
+    while nested and i < len(s) and s[i] in "KVrRO":  # a member function's cv- and ref-qualifiers
+        i += 1
+    parts = []
+    if nested and s.startswith("St", i):
+        parts.append("std")
+        i += 2
+    while True:
+        m = _LENGTH.match(s, i)
+        if not m:
+            break
+        n, i = int(m.group()), m.end()
+        if i + n > len(s):
+            return None
+        part = s[i : i + n]
+        parts.append("(anonymous namespace)" if part.startswith("_GLOBAL__N") else part)
+        i += n
+        if not nested:
+            break
+    return "::".join(parts) if parts and parts[-1] != "(anonymous namespace)" else None
+
+
+# A return type before the name: void, or SFINAE's std::enable_if<...>::type (vLLM's fused_add_rms_norm_kernel);
+# the kernel_base macro drops the same ones for kernel rules.
+_RETURN_TYPE = re.compile(r"^(?:void|std::enable_if<.*?>::type) +")
 
 
 def readable(name: str) -> str:
-    """The name as a table shows it: demangled, without a leading ``void`` return type."""
+    """The name as a table shows it: demangled, without a leading return type (``void``,
+    ``std::enable_if<...>::type``)."""
     return _RETURN_TYPE.sub("", demangle(name))
 
 

@@ -312,11 +312,11 @@ note VARCHAR  Why.
         "Kernel name patterns -> stage (tracekit/rules/kernel_stages.csv plus user folders): used when labels and ops leave a GPU op undecided (graph replays, orphans). Patterns see the name without template and parameter lists.",
         _cols(
             """
-pattern VARCHAR  RE2 regular expression matched against the kernel's base name (no <...> or (...)).
+pattern VARCHAR  RE2 regular expression matched against the kernel's base name (the kernel_base macro: a wrapper's inner name, no return type, <...> or (...)).
 stage VARCHAR  Stage of the kernel.
 impl VARCHAR  Attention implementation, when the name tells.
 context VARCHAR  any: applies everywhere; call: only to kernels launched inside an attention call.
-attention VARCHAR  yes: an attention kernel (counted in kernel-level attention time).
+attention VARCHAR  yes: an attention kernel (counted in kernel-level attention time); helper: one too, that never starts a call of its own but joins the adjacent attention kernel's (a scheduler, a split-KV combine).
 note VARCHAR  Why.
 """
             + _RULE_COMMON
@@ -498,7 +498,7 @@ flow_matches BOOLEAN  An ac2g flow with this correlation starts at this call (sa
 id BIGINT <unique not_null ref:events.id>  slices.id of the GPU op.
 trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
 kind VARCHAR  kernel, memcpy or memset.
-name VARCHAR  Kernel name (or "Memcpy DtoD (Device -> Device)", ...), as written.
+name VARCHAR  Kernel name (or "Memcpy DtoD (Device -> Device)", ...), whole as written: a return type (`void `), launch wrapper (`cutlass::device_kernel<...>`) or mangled symbol stays; tables show it demangled without the return type, kernel rules read kernel_base(name).
 device INTEGER {device}  GPU index (args.device, else pid).
 stream BIGINT {stream}  Stream (args.stream, else tid).
 pid VARCHAR  pid as written.

@@ -5,8 +5,9 @@
 -- call; else other/none. Only a launch inside a call needs its position (no call: no anchors to compare
 -- with). Kernel-decided positions join the call's anchors (inductor launches its GEMMs with no op), and a
 -- kernel rule's matmul/proj/norm is resolved by the launch's position in its call. An attention kernel found
--- by name outside any call is a call of its own. An attention kernel is one a rule names one (in context),
--- or any kernel of a kernel-level stage that is not decided by its kernel rule.
+-- by name outside any call is a call of its own, unless its rule calls it a helper (the kernel-order runs
+-- take helpers into the adjacent call: attribution/kernel_block_runs). An attention kernel is one a rule
+-- names one (in context), or any kernel of a kernel-level stage that is not decided by its kernel rule.
 --
 -- @param cpu_sources LIST   The sources of CPU decisions (label, module, op and backward.SOURCE).
 -- @param kernel_level LIST  The stages whose kernels count as attention kernels (assign.KERNEL_LEVEL_STAGES).
@@ -64,8 +65,8 @@ s AS (
 )
 SELECT * FROM (
     SELECT id, trace_id, stage, source,
-           -- An attention kernel found by name outside any call is a call of its own.
-           coalesce(call_id, CASE WHEN source = 'kernel' AND km.stage = 'fused_attention' THEN id END)
+           -- An attention kernel found by name outside any call is a call of its own (a helper joins one later).
+           coalesce(call_id, CASE WHEN source = 'kernel' AND km.stage = 'fused_attention' AND NOT km.helper THEN id END)
                AS call_id,
            CASE WHEN cpu_source IN {{cpu_sources}} THEN cpu_rule
                 WHEN source = 'gpu_annotation' THEN gpu_label.rule WHEN source = 'kernel' THEN km.rule END

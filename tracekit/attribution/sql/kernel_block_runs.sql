@@ -1,9 +1,11 @@
 -- The runs of attention kernels and how far each one's block reaches back to its QKV GEMMs and on to its output GEMM.
 --
 -- A run is adjacent attention kernels of one implementation that are calls of their own (a paged kernel and
--- its split-KV reduction are one call), or the kernels of a CPU call a block may widen (g: it takes in only
--- graph replays' kernels). Going forward: at most post_reach kernels up to the next free GEMM (out_k), not
--- past a closed kernel or the next run. Going back: at most pre_reach kernels up to the nearest free GEMM
+-- its split-KV reduction are one call), with the helper kernels right after and before them (a helper joins
+-- the run right before it, else the one right after it: a split-KV combine follows its kernel, FA3's
+-- scheduler precedes it), or the kernels of a CPU call a block may widen (g: it takes in only graph replays' kernels). Going
+-- forward: at most post_reach kernels up to the next free GEMM (out_k), not past a closed kernel or the next
+-- run. Going back: at most pre_reach kernels up to the nearest free GEMM
 -- (qkv_k), not past a closed kernel, the previous run or its output GEMM; then that GEMM and the free GEMMs
 -- right before it, at most qkv_gemms (from qkv_k0). A backward run (backward runs the layer in reverse) is not
 -- widened. The graph bounds are the graph_nearest fragment the caller chose: windows, or NULLs when no CPU
@@ -17,25 +19,43 @@
 -- @creates _kb_runs         Per run: run_id, trace_id, device, stream, k0 and k1 (its first and last kernel), call_id, backward, g, closed_before, gemm_before, closed_after, gemm_after, prev_k1, next_k0, out_k, prev_out, qkv_k, qkv_k0.
 CREATE OR REPLACE TEMP TABLE _kb_runs AS
 -- g: a CPU call's kernels, which take in only kernels of graph replays.
-WITH runs AS (
+WITH own_runs AS (
     SELECT trace_id, device, stream, min(k) AS k0, max(k) AS k1, arg_min(id, k) AS call_id,
-           bool_or(backward) AS backward, false AS g
+           bool_or(backward) AS backward
     FROM (SELECT *, k - row_number() OVER (PARTITION BY trace_id, device, stream, impl ORDER BY k) AS grp
           FROM _kb_sequence WHERE own)
     GROUP BY trace_id, device, stream, impl, grp
+),
+-- Per kernel: the nearest closed kernel and free GEMM on each side (closed: not open), and the nearest kernel
+-- on each side that is no helper (how far the helpers beside a run reach).
+w AS (
+    SELECT trace_id, device, stream, k,
+           {{include attribution/nearest_kernels prefix=kernel open=open gemm=free_gemm}},
+           {{include graph_nearest}},
+           max(CASE WHEN NOT helper THEN k END) OVER up AS not_helper_before,
+           min(CASE WHEN NOT helper THEN k END) OVER down AS not_helper_after,
+           max(k) OVER (PARTITION BY trace_id, device, stream) AS last_k
+    FROM _kb_sequence
+    WINDOW up AS (PARTITION BY trace_id, device, stream ORDER BY k ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+           down AS (PARTITION BY trace_id, device, stream ORDER BY k ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)
+),
+-- The helpers right after a run are its (a split-KV combine); those right before it are its back to the previous run's.
+helped AS (
+    SELECT r.trace_id, r.device, r.stream, coalesce(a.not_helper_before, 0) + 1 AS k0_reach,
+           coalesce(b.not_helper_after - 1, b.last_k) AS k1, r.call_id, r.backward
+    FROM own_runs r
+    JOIN w a ON {{include attribution/kernel_stream_at kernel=a span=r at=k0}}
+    JOIN w b ON {{include attribution/kernel_stream_at kernel=b span=r at=k1}}
+),
+runs AS (
+    SELECT trace_id, device, stream,
+           greatest(k0_reach, lag(k1 + 1, 1, k0_reach) OVER (PARTITION BY trace_id, device, stream ORDER BY k1)) AS k0,
+           k1, call_id, backward, false AS g
+    FROM helped
     UNION ALL
     SELECT trace_id, device, stream, min(k), max(k), dcall, bool_or(backward), true
     FROM _kb_sequence WHERE dcall IN (SELECT call_id FROM _kb_cpu_calls)
     GROUP BY trace_id, device, stream, dcall
-),
--- Per kernel: the nearest closed kernel and free GEMM on each side (closed: not open).
-w AS (
-    SELECT trace_id, device, stream, k,
-           {{include attribution/nearest_kernels prefix=kernel open=open gemm=free_gemm}},
-           {{include graph_nearest}}
-    FROM _kb_sequence
-    WINDOW up AS (PARTITION BY trace_id, device, stream ORDER BY k ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
-           down AS (PARTITION BY trace_id, device, stream ORDER BY k ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)
 ),
 bounded AS (
     SELECT r.*,

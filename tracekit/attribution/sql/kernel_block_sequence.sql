@@ -13,7 +13,7 @@
 -- @reads gpu_ops, rule_op_categories, _kernel_match, _kb_streams, _kb_cpu_calls
 -- @creates _kb_categories       Per kernel name on those streams: m, its first rule_op_categories kernel rule (category, rule).
 -- @creates _kb_names            Per kernel name: name_id, category, reduction (a collective: is_collective_kernel or a communication category rule), backward.
--- @creates _kb_sequence         Every GPU op of the streams: k (its number on the stream), own, impl, free, gemm, norm, reduction, backward, name_id, km (its kernel rule), dcall (its call), via_graph, open, free_gemm, gopen, gfree_gemm.
+-- @creates _kb_sequence         Every GPU op of the streams: k (its number on the stream), own, impl, free, gemm, norm, reduction, backward, name_id, km (its kernel rule), dcall (its call), via_graph, helper (an attention helper kernel with no call yet), open, free_gemm, gopen, gfree_gemm.
 CREATE OR REPLACE TEMP TABLE _kb_categories AS
 WITH n AS MATERIALIZED (
     SELECT n.*, n.name AS _subject
@@ -47,7 +47,8 @@ s AS (
            coalesce(c.category = 'GEMM', false) AS gemm,
            coalesce(c.category = 'norm', false) AS norm,
            g.kind = 'kernel' AND c.reduction AND d.source = 'none' AND d.call_id IS NULL AS reduction,
-           c.backward, c.name_id, km.m AS km, d.call_id AS dcall, g.via_graph
+           c.backward, c.name_id, km.m AS km, d.call_id AS dcall, g.via_graph,
+           d.source = 'kernel' AND d.call_id IS NULL AND coalesce(km.m.helper, false) AS helper
     FROM o JOIN gpu_ops g USING (id)
     JOIN {{decisions}} d USING (id)
     JOIN _kb_names c ON c.name = g.name
