@@ -99,7 +99,9 @@ CASES: tuple[ZooCase, ...] = (
     _case("torch_vit_sdpa", "vit", "torch", 2, attn="sdpa"),
     _case("torch_clip_eager", "clip", "torch", 4, attn="eager"),
     _case("torch_whisper_sdpa", "whisper", "torch", 6, attn="sdpa"),
-    _case("torch_mha_slow", "mha", "torch", 2, path="slow", need_weights=True),
+    # need_weights alone keeps the fused path (it averages the weights); grad on with weights that need it
+    # takes F.multi_head_attention_forward's explicit bmm / softmax / bmm.
+    _case("torch_mha_slow", "mha", "torch", 2, path="slow", need_weights=True, grad=True),
     _case("torch_mha_fast", "mha", "torch", 2, path="fast", need_weights=False),
     _case("torch_encoder_layer_slow", "encoder_layer", "torch", 2, path="slow", mode="train"),
     _case("torch_encoder_layer_fast", "encoder_layer", "torch", 2, path="fast", mode="eval"),
@@ -292,12 +294,12 @@ def _step(case: ZooCase, torch: Any) -> Callable[[], object]:
             optimizer.zero_grad(set_to_none=True)
 
         return train
-    # The encoder layer's slow path: train mode (dropout active, so no fused fast path), grad on.
+    # The slow paths of torch.nn's attention: train mode (dropout active) or grad on, never the fused op.
     model.train() if s.get("mode") == "train" else model.eval()
     if s.get("compiled"):
         model = torch.compile(model)
     backend = s.get("backend")
-    grad = s.get("mode") == "train"
+    grad = s.get("mode") == "train" or bool(s.get("grad"))
 
     def forward() -> object:
         with torch.set_grad_enabled(grad):
