@@ -17,11 +17,13 @@ from .errors import CaptureError
 from .labels import ATTENTION_PREFIX, DEFAULT_PATTERNS
 from .model import run_hf_model
 from .samples import SAMPLE_DIR, record_gpu_samples, record_samples
+from .zoo import CASE_NAMES, record_zoo
 
 _EXAMPLES = {
     "attention": "example: python -m capture attention --impl all --seq 1024 --out traces",
     "model": "example: python -m capture model --hf ./Llama-3.2-1B --seq 512 --out traces",
     "samples": "example: python -m capture samples --out sample_traces/cpu_attention",
+    "zoo": "example: python -m capture zoo zoo_traces --only torch_llama_eager,hf_llama_sdpa",
 }
 
 
@@ -141,6 +143,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="record the post's setting on the GPU (bf16, batch 8, heads 16, seq 1024, head_dim 64) and a small Llama",
     )
     smp.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+
+    zoo = sub.add_parser(
+        "zoo",
+        help="record the trace zoo: tiny models with module scopes, and each again without",
+        description="Record tiny transformer families on the CPU with with_stack and with_modules "
+        "({name}.scoped.json.gz) and write each again without its python_function events "
+        "({name}.stripped.json.gz), with a manifest.json.",
+        epilog=_EXAMPLES["zoo"],
+    )
+    zoo.add_argument("outdir", metavar="OUTDIR", help="output directory")
+    zoo.add_argument("--only", help=f"a comma list of cases (default: all): {', '.join(CASE_NAMES)}")
+    zoo.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     return parser
 
 
@@ -224,7 +238,18 @@ def _samples(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"attention": _attention, "model": _model, "samples": _samples}
+def _zoo(args: argparse.Namespace) -> int:
+    names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
+
+    def progress(outcome) -> None:
+        print(outcome.line(), file=sys.stderr if outcome.unavailable else sys.stdout, flush=True)
+
+    manifest, _ = record_zoo(args.outdir, names, progress=progress)
+    print(f"manifest -> {manifest}")
+    return 0
+
+
+_COMMANDS = {"attention": _attention, "model": _model, "samples": _samples, "zoo": _zoo}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -251,6 +251,7 @@ def profiling(
     schedule: Schedule = DEFAULT_SCHEDULE,
     record_shapes: bool = True,
     with_stack: bool = False,
+    with_modules: bool = False,
     profile_memory: bool = False,
 ) -> Iterator[Recording]:
     """Profile the enclosed steps and write the trace to `path` (``.json.gz``) on exit.
@@ -267,6 +268,7 @@ def profiling(
         "schedule": schedule.as_dict(),
         "record_shapes": record_shapes,
         "with_stack": with_stack,
+        "with_modules": with_modules,
         "profile_memory": profile_memory,
     }
     prof = profiler.profile(
@@ -274,6 +276,7 @@ def profiling(
         schedule=profiler.schedule(**schedule.as_dict()),
         record_shapes=record_shapes,
         with_stack=with_stack,
+        with_modules=with_modules,
         profile_memory=profile_memory,
     )
     # add_metadata_json() is silently dropped ("Profiler is not initialized") while the
@@ -341,6 +344,7 @@ def capture(
     schedule: Schedule = DEFAULT_SCHEDULE,
     record_shapes: bool = True,
     with_stack: bool = False,
+    with_modules: bool = False,
     profile_memory: bool = False,
     record: bool = True,
 ) -> CaptureResult | None:
@@ -368,6 +372,7 @@ def capture(
         schedule=schedule,
         record_shapes=record_shapes,
         with_stack=with_stack,
+        with_modules=with_modules,
         profile_memory=profile_memory,
     ) as recording:
         run_steps(recording, fn)

@@ -1,0 +1,238 @@
+"""The trace zoo (capture/zoo.py) with its ground truth: every tiny model recorded with module scopes and
+stripped of them; the stages tracekit decides on the stripped copy against those on the scoped copy.
+
+The zoo is recorded once per session (``inputs.made``, keyed by the zoo's sources and the torch and
+transformers versions). First the scoped copies are checked on their own (one call per attention module
+forward, each with projections and a core); then, per case, the issue's bar (`stripped_agreement`): at most
+5 % of the scoped attention time called ``other`` without the scopes, at least 95 % of the core-stage time
+given the same stage. Cases below the bar today are strict xfails whose reason holds the measured numbers
+and the cause, so that a fix turns them into failures to update.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from stripped_agreement import CORE_MIN_PCT, OTHER_MAX_PCT, agreement
+
+from capture import zoo
+
+torch = pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ("capture/zoo.py", "capture/zoo_models.py", "capture/session.py")
+
+# Measured on the CPU zoo (torch 2.13, transformers 5.25, one intra-op thread; robust weights): the cases
+# below the bar, with their numbers and why. Strict: a fix makes the case pass and this entry fail.
+_ROPE_TABLE = (
+    "the model-level rotary table (LlamaRotaryEmbedding: inv_freq @ positions, cat, cos, sin; outside every "
+    "attention module) is rope by its module rule in the scoped copy, other without the scope; inside the "
+    "call apply_rotary_pos_emb's slices (rotate_half) are other and its unsqueezes layout"
+)
+_BERT = "BertSelfOutput's residual add and LayerNorm (out_proj in the scoped call) stay outside the stripped call"
+_T5 = (
+    "the scoped call is T5LayerSelfAttention / T5LayerCrossAttention: its pre-norm (T5LayerNorm), the first "
+    "layer's compute_bias (position_bias) and q/k/v are other without the scopes"
+)
+_MHA = (
+    "nn.MultiheadAttention's input projection (in_proj mm / linear) and its views are other in the stripped "
+    "copy: the call found without the scope holds only the core"
+)
+BELOW_BAR: dict[str, str] = {
+    "torch_llama_eager": f"other 18.0 %, core right 100 %: {_ROPE_TABLE}",
+    "torch_llama_sdpa": f"other 18.6 %, core right 100 %: {_ROPE_TABLE}",
+    "torch_llama_sdpa_math": f"other 13.8 %, core right 100 %: {_ROPE_TABLE}",
+    "torch_llama_sdpa_flash": f"other 19.9 %, core right 100 %: {_ROPE_TABLE}",
+    "torch_llama_train": f"other 16.5 %, core right 100 %: {_ROPE_TABLE}",
+    "torch_qwen3_eager": f"other 13.1 %, core right 100 %: {_ROPE_TABLE}",
+    "torch_mistral_sdpa": f"other 20.2 %, core right 100 %: {_ROPE_TABLE}",
+    "hf_llama_eager": f"other 12.4 %, core right 100 %: {_ROPE_TABLE}",
+    "hf_llama_sdpa": f"other 14.4 %, core right 100 %: {_ROPE_TABLE}",
+    "hf_llama_train": f"other 14.4 %, core right 100 %: {_ROPE_TABLE}",
+    "hf_qwen3_eager": f"other 14.1 %, core right 100 %: {_ROPE_TABLE}",
+    "hf_mistral_sdpa": f"other 19.4 %, core right 100 %: {_ROPE_TABLE}",
+    "torch_llama_flex": (
+        "other 58.6 %, core right 89.5 %: eager flex_attention's call without the scope does not reach its "
+        "projections, RoPE and layout ops, and the score_mod's where (mask in the scoped call) is other"
+    ),
+    "torch_bert_eager": f"other 8.1 %, core right 100 %: {_BERT}",
+    "torch_bert_sdpa": f"other 10.6 %, core right 100 %: {_BERT}",
+    "hf_bert_eager": f"other 8.7 %, core right 100 %: {_BERT}",
+    "hf_bert_sdpa": f"other 9.9 %, core right 100 %: {_BERT}",
+    "torch_t5_eager": f"other 25.2 %, core right 100 %: {_T5}",
+    "hf_t5_eager": f"other 44.4 %, core right 100 %: {_T5}",
+    "torch_mha_slow": (
+        "other 12.1 %, core right 100 %: the batch_first transposes around F.multi_head_attention_forward, "
+        "its head views and the averaging of the returned weights (need_weights) are other without the scope"
+    ),
+    "torch_mha_fast": f"other 39.1 %, core right 100 %: {_MHA}",
+}
+# Scoped copies that are themselves wrong (their module scopes do not give one plausible call per forward).
+SCOPED_WRONG: dict[str, str] = {
+    "torch_encoder_layer_fast": (
+        "the fast path calls aten::_transformer_encoder_layer_fwd from TransformerEncoderLayer.forward, never "
+        "the MultiheadAttention module: no attention scope, so the scoped call is the one found by op order "
+        "(core, layout, out_proj) and the in_proj mm inside aten::_native_multi_head_attention is other"
+    ),
+}
+
+
+def _transformers_version() -> str | None:
+    try:
+        import transformers
+    except ImportError:
+        return None
+    return transformers.__version__
+
+
+@pytest.fixture(scope="session")
+def zoo_dir(inputs) -> Path:
+    """The zoo, recorded once per session (and per version of its sources and of torch/transformers)."""
+    digest = hashlib.sha256(b"".join((ROOT / p).read_bytes() for p in SOURCES)).hexdigest()[:16]
+    key = ("zoo", digest, torch.__version__, _transformers_version())
+    return inputs.made(key, "zoo", lambda path: zoo.record_zoo(path))
+
+
+@pytest.fixture(scope="session")
+def manifest(zoo_dir) -> dict:
+    return json.loads((zoo_dir / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def entries(manifest) -> dict[str, dict]:
+    return {e["name"]: e for e in manifest["traces"]}
+
+
+@pytest.fixture(scope="session")
+def loaded(zoo_dir, manifest, inputs):
+    """Every scoped copy in one database and every stripped copy in another (shared: read only)."""
+    traces = manifest["traces"]
+    scoped = inputs.trace(*(zoo_dir / e["scoped"] for e in traces))
+    stripped = inputs.trace(*(zoo_dir / e["stripped"] for e in traces))
+    return scoped, stripped
+
+
+@pytest.fixture(scope="session")
+def measured(manifest, loaded) -> dict:
+    """Each case's `Agreement` (robust weights: see stripped_agreement)."""
+    scoped, stripped = loaded
+    traces = manifest["traces"]
+    results = agreement(scoped, stripped, robust=True, pairs={e["scoped"]: e["stripped"] for e in traces})
+    return {e["name"]: r for e, r in zip(traces, results)}
+
+
+def _recorded(name: str, entries: dict, manifest: dict) -> dict:
+    """The case's manifest entry, or skip saying why it could not be recorded here."""
+    if name in entries:
+        return entries[name]
+    reasons = {u["name"]: u["reason"] for u in manifest["unavailable"]}
+    pytest.skip(f"{name} not recorded here: {reasons[name]}")
+
+
+def _cases(known: dict[str, str]) -> list:
+    return [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=known[name])) if name in known else name
+        for name in zoo.CASE_NAMES
+    ]
+
+
+def test_manifest_accounts_for_every_case(manifest, zoo_dir):
+    """Each case is recorded (both copies on disk) or unavailable for a reason this machine gives: a missing
+    optional package, or a backend torch refuses here; never another failure."""
+    recorded = [e["name"] for e in manifest["traces"]]
+    unavailable = {u["name"]: u["reason"] for u in manifest["unavailable"]}
+    assert sorted(recorded + list(unavailable)) == sorted(zoo.CASE_NAMES)
+    cases = {c.name: c for c in zoo.CASES}
+    for name, reason in unavailable.items():
+        assert reason and "\n" not in reason
+        assert cases[name].may_fail or (cases[name].requires and "not installed" in reason), (name, reason)
+    if _transformers_version() is not None:
+        assert not [n for n in unavailable if cases[n].requires]
+    for entry in manifest["traces"]:
+        assert (zoo_dir / entry["scoped"]).is_file() and (zoo_dir / entry["stripped"]).is_file()
+        assert entry["attention_calls"] == cases[entry["name"]].calls_per_step * zoo.ZOO_SCHEDULE.active
+
+
+def test_stripped_copy_is_the_scoped_recording_without_python_functions(manifest, zoo_dir):
+    """Same events in the same order, less every python_function; the metadata says what was removed."""
+    for entry in manifest["traces"]:
+        with gzip.open(zoo_dir / entry["scoped"], "rt") as fh:
+            scoped = json.load(fh)
+        with gzip.open(zoo_dir / entry["stripped"], "rt") as fh:
+            stripped = json.load(fh)
+        kept = [e for e in scoped["traceEvents"] if e.get("cat") != "python_function"]
+        assert stripped["traceEvents"] == kept, entry["name"]
+        removed = len(scoped["traceEvents"]) - len(kept)
+        assert removed == entry["python_functions_removed"] > 0
+        assert any(e["name"].startswith("nn.Module: ") for e in scoped["traceEvents"]), entry["name"]
+        meta, smeta = scoped["tracekit_capture"], stripped["tracekit_capture"]
+        assert meta["profiler"]["with_stack"] and meta["profiler"]["with_modules"]
+        assert not smeta["profiler"]["with_stack"] and not smeta["profiler"]["with_modules"]
+        assert smeta["stripped_from"] == entry["scoped"] and meta["zoo_case"] == entry["name"]
+
+
+_CALL_STAGES = """
+SELECT c.call_id, list(DISTINCT st.stage ORDER BY st.stage) AS stages
+FROM attention_calls c JOIN traces t USING (trace_id) LEFT JOIN cpu_stages st ON st.call_id = c.call_id
+WHERE c.direction = 'forward' AND t.path LIKE '%/' || $file
+GROUP BY c.call_id ORDER BY c.call_id
+"""
+
+
+@pytest.mark.parametrize("name", _cases(SCOPED_WRONG))
+def test_scoped_copy_is_right(name, manifest, entries, loaded):
+    """The truth itself: one forward call per attention module forward, and each holds the projections and a
+    core (QK^T, softmax and PV, or a fused op)."""
+    entry = _recorded(name, entries, manifest)
+    scoped, _ = loaded
+    calls = scoped.rows(_CALL_STAGES, {"file": entry["scoped"]})
+    assert len(calls) == entry["attention_calls"]
+    for call_id, stages in calls:
+        core = "fused_attention" in stages or {"qk_matmul", "softmax", "pv_matmul"} <= set(stages)
+        assert core and {"qkv_proj", "out_proj"} <= set(stages), (call_id, stages)
+
+
+@pytest.mark.parametrize("name", _cases(BELOW_BAR))
+def test_stripped_copy_agrees_with_scoped(name, manifest, entries, measured):
+    """The issue's bar on each zoo trace: without the scopes, at most 5 % of the attention time is lost to
+    other and at least 95 % of the core-stage time keeps its stage."""
+    _recorded(name, entries, manifest)
+    result = measured[name]
+    assert result.unmatched == 0 and result.matched > 0
+    assert result.attention_ns > 0 and result.core_ns > 0
+    summary = f"{result.row()}; largest differences {result.worst()}"
+    assert result.other_pct <= OTHER_MAX_PCT, summary
+    assert result.core_right_pct >= CORE_MIN_PCT, summary
+
+
+def test_agreement_of_a_trace_with_itself_and_with_a_stranger(manifest, loaded):
+    """The measure itself: a scoped copy against itself agrees on everything; against another case's trace
+    no op matches."""
+    scoped, _ = loaded
+    first, second = manifest["traces"][0]["scoped"], manifest["traces"][1]["scoped"]
+    same, stranger = agreement(scoped, scoped, pairs={first: first, second: first})
+    assert same.unmatched == 0 and same.matched > 0 and not same.confusion
+    assert (same.other_pct, same.core_right_pct) == (0.0, 100.0) and same.attention_ns > 0
+    assert stranger.matched == 0 and stranger.unmatched > 0
+
+
+def test_zoo_command_records_the_cases_named(tmp_path, capsys):
+    """``python -m capture zoo OUTDIR --only ...``: a line per case, the manifest, exit 0; an unknown case is
+    one Error line and exit 1."""
+    from capture.cli import main
+
+    assert main(["zoo", str(tmp_path), "--only", "torch_mha_fast"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("torch_mha_fast: ") and out[0].endswith(
+        "-> torch_mha_fast.scoped.json.gz, torch_mha_fast.stripped.json.gz"
+    )
+    assert out[1] == f"manifest -> {tmp_path / 'manifest.json'}"
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert [e["name"] for e in manifest["traces"]] == ["torch_mha_fast"] and manifest["unavailable"] == []
+    assert main(["zoo", str(tmp_path), "--only", "nope"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: unknown zoo case(s) nope: choose from torch_llama_eager, ") and err.count("\n") == 1
