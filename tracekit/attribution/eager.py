@@ -46,8 +46,9 @@ BLOCK_AFTER = 16
 # A tensor-parallel output projection's reduction (vLLM's vllm::all_reduce, c10d::allreduce_, a
 # reduce-scatter under sequence parallelism): right after the block's last projection, it is the block's.
 TP_REDUCTION = r"(?i)all_?reduce|reduce_?scatter"
-# Stages whose named ops (op rules of any context) are head ops of a block, whatever their shapes.
-NAMED_HEAD_STAGES = ("rope", "kv_cache")
+# Stages whose named ops (op rules of any context) are head ops of a block, whatever their shapes: they
+# only ever work on q, k or v (SGLang's apply_qk_norm on [T, H * D] rows shows no head dim either).
+NAMED_HEAD_STAGES = ("rope", "kv_cache", "qk_norm")
 
 
 def find(con: duckdb.DuckDBPyConnection) -> None:

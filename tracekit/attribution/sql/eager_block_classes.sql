@@ -9,11 +9,11 @@
 --   tables); a [B, H, S, ...] / [B, S, H, ...] of 4+ dims whose H divides the query's heads (grouped KV
 --   heads; GPT-J's interleaved rotation stacks pairs) or whose H * S is the query's (Hugging Face's SDPA
 --   path for grouped KV heads may pass q as [B, Hkv, n * S, D]); a partial rotary's [B, S, r] table (r even,
---   below D); or an op a rule names rope or kv_cache (named_head_stages: vLLM's [T, H * D] rows show no head
---   dim);
+--   below D); a 2-D [P, D] or [P, D/2] rotary table when the query has several heads; or an op a rule names
+--   rope, kv_cache or qk_norm (named_head_stages: vLLM's and SGLang's [T, H * D] rows show no head dim);
 -- - G, a reshape of heads (a view, split, slice, transpose, ... of a tensor whose last dim is a multiple of D);
--- - N, neither end nor start: an op on no tensor of 2+ dims, a quantization (a value conversion), or a
---   constant multiple of a [.., n * D] tensor (OPT's q pre-scale);
+-- - N, neither end nor start: an op on no tensor of 2+ dims, an allocation (empty, empty_like), a quantization
+--   (a value conversion), or a constant multiple of a [.., n * D] tensor (OPT's q pre-scale);
 -- - R, a tensor-parallel reduction (tp_reduction);
 -- - X, anything else (a norm, a residual add, an MLP op).
 --
@@ -78,12 +78,17 @@ SELECT *,
                              -- heads folded into the op's rows (GQA by reshape: q as [B, Hkv, n * S, D])
                              OR s[2] * s[3] = qh * sq)
                      -- a partial rotary's cos/sin table: [B, S, r], r even and below D
-                     OR len(s) = 3 AND s[2] IN (sq, skv) AND s[3] > 0 AND s[3] < d AND s[3] % 2 = 0)) > 0
+                     OR len(s) = 3 AND s[2] IN (sq, skv) AND s[3] > 0 AND s[3] < d AND s[3] % 2 = 0
+                     -- a rotary table of positions by D or D/2 (vLLM's and SGLang's cos_sin_cache [P, D] cast
+                     -- before the rotary op) when the query has several heads (one head's D is a hidden width)
+                     OR len(s) = 2 AND (s[2] = d OR 2 * s[2] = d) AND qh > 1)) > 0
                  THEN 'B'
             -- A reshape of heads: view, split, slice, transpose, ...
             WHEN regexp_matches(name, '^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_sizes|chunk|unbind|slice|narrow|select|contiguous|permute|transpose|t|numpy_T|mT|clone|expand|unsqueeze|squeeze)$')
                  AND heads_wide THEN 'G'
             WHEN len(list_filter(shapes, lambda s: len(s) >= 2)) = 0 THEN 'N'
+            -- An allocation (an output buffer a serving layer makes before its attention or norm op) holds no value.
+            WHEN regexp_matches(name, '^aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided)$') THEN 'N'
             -- A value conversion (fp8 quantization of q before the attention op) is neither:
             -- static_scaled_fp8_quant, aten::quantize_per_tensor; not quantile.
             WHEN regexp_matches(name, '(?i)(^|::|_)(de)?quant(ize)?(_|$)') THEN 'N'
