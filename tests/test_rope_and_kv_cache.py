@@ -708,7 +708,7 @@ def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construc
                 ("aten::arange", "position_bias"),  # the positions the rotary op takes
                 ("tk_vllm::rotary_embedding", "rope"),
                 ("tk_vllm::reshape_and_cache_flash", "kv_cache"),
-                *([("tk_vllm::static_scaled_fp8_quant", "other")] if fp8 else []),
+                *([("tk_vllm::static_scaled_fp8_quant", "layout")] if fp8 else []),
                 *[("aten::view", "layout")] * 3,
                 ("vllm::unified_attention_tk", "fused_attention"),
                 ("aten::view", "layout"),
