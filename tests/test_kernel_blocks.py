@@ -231,12 +231,25 @@ def test_piecewise_graphs_widen_an_eager_attention_op(tmp_path):
 
 def test_eager_neighbours_of_an_attention_op_are_not_taken(tmp_path):
     """Without graphs the ops around the call are on the CPU too: the block search by ops
-    (tracekit/eager.py) decides them, not the kernel order."""
+    (attribution/eager: here by the op names, the trace has no shapes) decides them, not the kernel
+    order: the linear before the op is its q projection, the one after its output projection, each
+    with every kernel it launched (op rules decide for everything under them)."""
     _, rows = _piecewise(tmp_path, "eager.json.gz", graph=False)
-    assert [r[1] for r in rows] == ["other", "other", "rope", "fused_attention", "fused_attention"] + ["other"] * 4
-    # A graph replay before the op and plain launches after it: only the replay's side widens.
+    assert [(r[1], r[2]) for r in rows] == [
+        *[("qkv_proj", "op")] * 3,
+        *[("fused_attention", "op")] * 2,
+        *[("out_proj", "op")] * 4,
+    ]
+    # A graph replay before the op and plain launches after it: the replay's side widens by the kernel
+    # order (the ops gave the call no q projection), the other side is the ops'.
     _, rows = _piecewise(tmp_path, "half.json.gz", graph=True, graph_after=False)
-    assert [r[1] for r in rows] == ["other", "qkv_proj", "rope", "fused_attention", "fused_attention"] + ["other"] * 4
+    assert [(r[1], r[2]) for r in rows] == [
+        ("other", "none"),
+        ("qkv_proj", kernel_blocks.SOURCE),
+        ("rope", "kernel"),
+        *[("fused_attention", "op")] * 2,
+        *[("out_proj", "op")] * 4,
+    ]
 
 
 def test_projections_apart_by_inductor_norms_by_construction(tmp_path):

@@ -356,12 +356,12 @@ _COMPUTE = (
 FAMILIES = ["llama", "neox", "qwen3", "phi3", "opt", "falcon", "gptj", "bert", "gpt2"]
 
 
-# Every family with shapes (where the families differ: the widened block) in every run; without shapes
-# (the call stays the core, whatever the family) Llama in every run, the other families under TRACEKIT_SLOW.
+# Every family with shapes in every run; without shapes (the block read off the op names) Llama and Qwen3
+# (q/k norms written in ops between its projections) in every run, the other families under TRACEKIT_SLOW.
 @pytest.mark.parametrize(
     "shapes, family, attn",
     [
-        slow_unless(shapes or family == "llama", shapes, family, attn, id=f"{label}-{family}-{attn}")
+        slow_unless(shapes or family in ("llama", "qwen3"), shapes, family, attn, id=f"{label}-{family}-{attn}")
         for shapes, label in ((True, "record_shapes"), (False, "no_shapes"))
         for family in FAMILIES
         for attn in ("eager", "sdpa")
@@ -376,7 +376,10 @@ def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family
     op, for Falcon, GPT-J, BERT and GPT-2 every computing op (BERT's attention module also holds the
     residual add and LayerNorm after its output projection, GPT-J's and GPT-2's the residual dropout,
     which the bare block leaves out; Falcon's weight transposes, numpy_T, launch nothing). Without
-    shapes the call stays the core."""
+    shapes the block is read off the op names (projections by name, everything between the nearest one
+    and the core, the q/k/v run before it back to the residual add): the same, except Falcon, whose
+    x @ W.T projections are matmuls, which without shapes look like the core's products: its call stays
+    the core."""
     from tracekit import capture
 
     model = _tiny_model(family, attn)
@@ -395,19 +398,15 @@ def test_an_unlabelled_attention_block_matches_the_labelled_one(tmp_path, family
     assert {source for source, _ in calls} == {"eager" if attn == "eager" else "op"} and len(calls) == 2
     core = {"qk_matmul", "softmax", "pv_matmul"} if attn == "eager" else set()
     assert {"qkv_proj", "out_proj"} | core <= {stage for _, stage in labelled}
-    if shapes:
-        if family in ("llama", "neox", "qwen3", "phi3", "opt"):
-            assert ("rope" in {stage for _, stage in labelled}) is (family != "opt")
-            assert bare == labelled
-        else:
-            compute = Counter({k: n for k, n in labelled.items() if k[0] in _COMPUTE})
-            assert Counter({k: n for k, n in bare.items() if k[0] in _COMPUTE}) == compute
-    else:
+    if family == "falcon" and not shapes:
+        # x @ W.T: without shapes a projection by matmul looks like a product of the core; the call stays the core.
         assert {stage for _, stage in bare} & {"qkv_proj", "rope", "out_proj"} == set()
-        if attn == "eager":
-            assert sum(n for (_, stage), n in bare.items() if stage == "qk_matmul") == 2
-        else:
-            assert set(bare) == {("aten::scaled_dot_product_attention", "other")}
+    elif family in ("llama", "neox", "qwen3", "phi3", "opt"):
+        assert ("rope" in {stage for _, stage in labelled}) is (family != "opt")
+        assert bare == labelled
+    else:
+        compute = Counter({k: n for k, n in labelled.items() if k[0] in _COMPUTE})
+        assert Counter({k: n for k, n in bare.items() if k[0] in _COMPUTE}) == compute
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
@@ -684,9 +683,12 @@ def serving_ops():
     )
 
 
+@pytest.mark.parametrize("shapes", [True, False], ids=["record_shapes", "no_shapes"])
 @pytest.mark.parametrize("tp", [False, True], ids=["tp1", "tp2"])
 @pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
-def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construction(tmp_path, serving_ops, fp8, tp):
+def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construction(
+    tmp_path, serving_ops, fp8, tp, shapes
+):
     """Recorded bare, each attention op's call widens over the rotary and KV-cache ops (head ops by
     their names: their [T, H * D] rows show no head dim) to the fused QKV projection before them and the
     output projection after; the norm, residual add and MLP stay out. With fp8, the output-first GEMM
@@ -694,7 +696,7 @@ def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construc
     With tensor parallelism, the output projection's all-reduce is the call's (tp_comm), the MLP's
     is not."""
     model = torch.nn.Sequential(_ServingBlock(fp8, tp=tp), _ServingBlock(fp8, tp=tp)).eval()
-    with _record(tmp_path, "serving", model, torch.randn(16, 32)) as trace:
+    with _record(tmp_path, "serving", model, torch.randn(16, 32), shapes=shapes) as trace:
         calls = trace.sql("SELECT call_id, call_source, impl FROM attention_calls ORDER BY ts_ns").rows()
         assert [(source, impl) for _, source, impl in calls] == [("op", "paged")] * 2
         for call_id, *_ in calls:
@@ -708,7 +710,7 @@ def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construc
                 ("aten::arange", "position_bias"),  # the positions the rotary op takes
                 ("tk_vllm::rotary_embedding", "rope"),
                 ("tk_vllm::reshape_and_cache_flash", "kv_cache"),
-                *([("tk_vllm::static_scaled_fp8_quant", "other")] if fp8 else []),
+                *([("tk_vllm::static_scaled_fp8_quant", "layout")] if fp8 else []),
                 *[("aten::view", "layout")] * 3,
                 ("vllm::unified_attention_tk", "fused_attention"),
                 ("aten::view", "layout"),
@@ -720,6 +722,114 @@ def test_a_serving_block_widens_through_its_named_rope_and_cache_ops_by_construc
                 """SELECT count(*) FILTER (WHERE s.call_id IS NULL), count(*) FROM cpu_stages s JOIN cpu_slices c USING (id)
                    WHERE c.name = 'tk_vllm::all_reduce'"""
             ).rows() == [(2, 4)]
+
+
+class _SGLangBlock(torch.nn.Module):
+    """An SGLang-style layer on flattened tokens (``[T, hidden]``) made of another library's ops, as the
+    Qwen3 serving trace shows them recorded bare: a fused add + RMSNorm op, a fused QKV GEMM op of the
+    library's own (``gemm_a16w16(x, W[N, K])``), its split, one op normalizing q and k, the rotary table
+    ``[P, D]`` cast, a rotary op and a KV-cache write on ``[T, H * D]`` rows, an output buffer allocated
+    before the paged attention op on ``[T, H, D]``, the output GEMM op; the MLP's GEMM ops after."""
+
+    def __init__(self, hidden: int = 32, heads: int = 4):
+        super().__init__()
+        self.heads, self.d, self.hidden = heads, hidden // heads, hidden
+        self.qkv, self.o = (
+            torch.nn.Parameter(torch.randn(3 * hidden, hidden)),
+            torch.nn.Parameter(torch.randn(hidden, hidden)),
+        )
+        self.up, self.down = (
+            torch.nn.Parameter(torch.randn(4 * hidden, hidden)),
+            torch.nn.Parameter(torch.randn(hidden, 4 * hidden)),
+        )
+        self.register_buffer("cos_sin_cache", torch.randn(64, self.d))
+        self.register_buffer("cache", torch.zeros(2, 64, hidden))
+
+    def forward(self, x):
+        t, ops = x.shape[0], torch.ops.tk_sgl
+        h = ops.add_rmsnorm(x, x)
+        q, k, v = ops.gemm_a16w16(h, self.qkv).split([self.hidden] * 3, dim=-1)
+        q, k = ops.apply_qk_norm(q, k)
+        q, k = ops.rotary_embedding(torch.arange(t), q, k, self.cos_sin_cache.to(x.dtype))
+        out = torch.empty_like(q)
+        ops.set_kv_buffer(k, v, self.cache)
+        heads = (t, self.heads, self.d)
+        out = torch.ops.sglang.tk_paged_attention(q.view(heads), k.view(heads), v.view(heads))
+        x = ops.add_rmsnorm(ops.gemm_a16w16(out.reshape(t, self.hidden), self.o), x)
+        return ops.gemm_a16w16(torch.relu(ops.gemm_a16w16(x, self.up)), self.down)
+
+
+@pytest.fixture(scope="module")
+def sglang_ops():
+    """SGLang/aiter-like custom ops (``tk_sgl::*``, ``sglang::tk_paged_attention``); plain math inside."""
+
+    @torch.library.custom_op("tk_sgl::add_rmsnorm", mutates_args=())
+    def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.rms_norm(x + residual, x.shape[-1:])
+
+    @torch.library.custom_op("tk_sgl::gemm_a16w16", mutates_args=())
+    def gemm_a16w16(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return x @ w.t()
+
+    @torch.library.custom_op("tk_sgl::apply_qk_norm", mutates_args=())
+    def apply_qk_norm(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-6), k * torch.rsqrt(
+            k.pow(2).mean(-1, keepdim=True) + 1e-6
+        )
+
+    @torch.library.custom_op("tk_sgl::rotary_embedding", mutates_args=())
+    def rotary_embedding(
+        p: torch.Tensor, q: torch.Tensor, k: torch.Tensor, table: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        angle = p[:, None].float() * 0.01
+        return _rotate(q, angle), _rotate(k, angle)
+
+    @torch.library.custom_op("tk_sgl::set_kv_buffer", mutates_args=("cache",))
+    def set_kv_buffer(k: torch.Tensor, v: torch.Tensor, cache: torch.Tensor) -> None:
+        cache[0, : k.shape[0]] = k
+        cache[1, : v.shape[0]] = v
+
+    @torch.library.custom_op("sglang::tk_paged_attention", mutates_args=())
+    def tk_paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        q, k, v = (t.transpose(0, 1) for t in (q, k, v))
+        scores = torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1)
+        return (scores @ v).transpose(0, 1).contiguous()
+
+    return add_rmsnorm, gemm_a16w16, apply_qk_norm, rotary_embedding, set_kv_buffer, tk_paged_attention
+
+
+@pytest.mark.parametrize("shapes", [True, False], ids=["record_shapes", "no_shapes"])
+def test_an_sglang_block_of_library_ops_widens_to_its_gemm_ops_by_construction(tmp_path, sglang_ops, shapes):
+    """Recorded bare (no Python stacks), each paged attention op's call widens back over the KV-cache
+    write, the output buffer's allocation, the rotary op and its table's cast, the q/k norm op and the
+    split to the library's fused QKV GEMM op, and forward to its output GEMM op; the fused add + norm
+    before and after and the MLP's GEMM ops stay out. The GEMM ops are projections by their recorded
+    operands (x [T, K], W [N, K]) and the library GEMM rule; without recorded shapes (the profiler's
+    default) by their names, with the same block."""
+    model = torch.nn.Sequential(_SGLangBlock(), _SGLangBlock()).eval()
+    with _record(tmp_path, "sglang", model, torch.randn(16, 32), shapes=shapes) as trace:
+        calls = trace.sql("SELECT call_id, call_source, impl FROM attention_calls ORDER BY ts_ns").rows()
+        assert [(source, impl) for _, source, impl in calls] == [("op", "paged")] * 2
+        for call_id, *_ in calls:
+            assert _top_ops(trace, call_id) == [
+                ("tk_sgl::gemm_a16w16", "qkv_proj"),
+                ("aten::split_with_sizes", "layout"),
+                ("tk_sgl::apply_qk_norm", "qk_norm"),
+                ("aten::arange", "position_bias"),  # the positions the rotary op takes
+                ("aten::to", "layout"),
+                ("tk_sgl::rotary_embedding", "rope"),
+                ("aten::empty_like", "other"),  # an allocation: inside the block, no stage of its own
+                ("tk_sgl::set_kv_buffer", "kv_cache"),
+                *[("aten::view", "layout")] * 3,
+                ("sglang::tk_paged_attention", "fused_attention"),
+                ("aten::reshape", "layout"),
+                ("tk_sgl::gemm_a16w16", "out_proj"),
+            ]
+        outside = trace.sql(
+            """SELECT c.name, count(*) FROM cpu_stages s JOIN cpu_slices c USING (id)
+               WHERE c.name LIKE 'tk_sgl::%' AND s.call_id IS NULL GROUP BY ALL ORDER BY 1"""
+        ).rows()
+        assert outside == [("tk_sgl::add_rmsnorm", 4), ("tk_sgl::gemm_a16w16", 4)]
 
 
 class _FirstDecodeStep(torch.nn.Module):

@@ -46,8 +46,16 @@ BLOCK_AFTER = 16
 # A tensor-parallel output projection's reduction (vLLM's vllm::all_reduce, c10d::allreduce_, a
 # reduce-scatter under sequence parallelism): right after the block's last projection, it is the block's.
 TP_REDUCTION = r"(?i)all_?reduce|reduce_?scatter"
-# Stages whose named ops (op rules of any context) are head ops of a block, whatever their shapes.
-NAMED_HEAD_STAGES = ("rope", "kv_cache")
+# A projection op by its name alone (siblings without recorded shapes): aten's GEMM entry points but matmul
+# (without shapes x @ W.T and a QK^T product look alike), cutlass_scaled_mm and another library's GEMM op.
+PROJECTION_NAMES = r"(?i)^aten::(linear|addmm|mm|_scaled_mm)$|(^|::)cutlass_scaled_mm$|^[a-z_0-9]+::\w*(gemm|_mm)\w*$"
+RESHAPE_NAMES = (
+    r"^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_sizes|chunk|unbind|slice|narrow|select|"
+    r"contiguous|permute|transpose|t|numpy_T|mT|clone|expand|unsqueeze|squeeze)$"
+)
+# Stages whose named ops (op rules of any context) are head ops of a block, whatever their shapes: they
+# only ever work on q, k or v (SGLang's apply_qk_norm on [T, H * D] rows shows no head dim either).
+NAMED_HEAD_STAGES = ("rope", "kv_cache", "qk_norm")
 
 
 def find(con: duckdb.DuckDBPyConnection) -> None:
@@ -74,6 +82,8 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
         block_after=BLOCK_AFTER,
         tp_reduction=TP_REDUCTION,
         named_head_stages=NAMED_HEAD_STAGES,
+        projection_names=PROJECTION_NAMES,
+        reshape_names=RESHAPE_NAMES,
     )
     sqlmodules.run(con, "attribution/eager_block_ends")
     sqlmodules.run(con, "attribution/eager_blocks")

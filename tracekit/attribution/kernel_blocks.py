@@ -22,8 +22,8 @@ a kernel some other layer decided (a label, module, op or another call), a copy 
 collective, the previous call's block and a backward attention kernel's run (backward runs the
 layer in reverse: its GEMMs around the kernel are the other projections' gradients).
 
-The same walk widens a CPU call that holds an attention kernel and no projection, over kernels of
-graph replays only: vLLM's piecewise CUDA graphs run the attention op eagerly between two replays
+The same walk widens a CPU call that holds an attention kernel and lacks a projection on a side (that
+side only: the ops decided the other), over kernels of graph replays only: vLLM's piecewise CUDA graphs run the attention op eagerly between two replays
 that hold the QKV GEMM before it and the o_proj GEMM after it. Kernels that ops launched are the
 op layers' (the block search by ops, ``eager``), so a plain eager trace is not read this way.
 

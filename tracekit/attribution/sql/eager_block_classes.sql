@@ -9,21 +9,27 @@
 --   tables); a [B, H, S, ...] / [B, S, H, ...] of 4+ dims whose H divides the query's heads (grouped KV
 --   heads; GPT-J's interleaved rotation stacks pairs) or whose H * S is the query's (Hugging Face's SDPA
 --   path for grouped KV heads may pass q as [B, Hkv, n * S, D]); a partial rotary's [B, S, r] table (r even,
---   below D); or an op a rule names rope or kv_cache (named_head_stages: vLLM's [T, H * D] rows show no head
---   dim);
+--   below D); a 2-D [P, D] or [P, D/2] rotary table when the query has several heads; or an op a rule names
+--   rope, kv_cache or qk_norm (named_head_stages: vLLM's and SGLang's [T, H * D] rows show no head dim);
 -- - G, a reshape of heads (a view, split, slice, transpose, ... of a tensor whose last dim is a multiple of D);
--- - N, neither end nor start: an op on no tensor of 2+ dims, a quantization (a value conversion), or a
---   constant multiple of a [.., n * D] tensor (OPT's q pre-scale);
+-- - N, neither end nor start: an op on no tensor of 2+ dims, an allocation (empty, empty_like), a quantization
+--   (a value conversion), or a constant multiple of a [.., n * D] tensor (OPT's q pre-scale);
 -- - R, a tensor-parallel reduction (tp_reduction);
 -- - X, anything else (a norm, a residual add, an MLP op).
+--
+-- Without recorded shapes (the profiler's default) a core's siblings are classed by their names alone: P a
+-- projection op (projection_names), R, B (named ops only), G a reshape by name, N an allocation, the rotary
+-- positions (arange) or a quantization, M a norm op (a rule's norm, or a name that says one), X anything else.
 --
 -- @param block_before INT          How many sibling ops before the core a block may reach (eager.BLOCK_BEFORE).
 -- @param block_after INT           How many after it (eager.BLOCK_AFTER).
 -- @param tp_reduction TEXT         A tensor-parallel reduction op's name (eager.TP_REDUCTION).
 -- @param named_head_stages LIST    Stages whose named ops are head ops whatever their shapes (eager.NAMED_HEAD_STAGES).
+-- @param projection_names TEXT     A projection op's name, for siblings without shapes (eager.PROJECTION_NAMES).
+-- @param reshape_names TEXT        A reshape op's name: view, split, transpose, ... (eager.RESHAPE_NAMES).
 -- @reads _eager_found, _eager_siblings, _eager_call_ops, _op_match
 -- @creates _eager_block_cores      The cores: qk_id (the first product's id, or the call op's), qk_i, pv_i (its first and last sibling number), lane, parent_id, d, sq, skv, qb, qh, qrank, shaped.
--- @creates _eager_sibling_classes  Per core and sibling in reach (i): cls (P, B, G, N, R, X), gemm (a projection's widths), last_dims (an X before the core: its tensors' last dims), prev_pv_i.
+-- @creates _eager_sibling_classes  Per core and sibling in reach (i): shaped (its core's), cls (P, B, G, N, R, X; M unshaped), m_prev (unshaped: the class before an M or its run), gemm (a projection's widths), last_dims (an X before the core: its tensors' last dims), prev_pv_i.
 CREATE OR REPLACE TEMP TABLE _eager_block_cores AS
 SELECT f.qk_id, f.qk_i, f.pv_i, f.lane, q.parent_id, f.a_inner AS d, f.sq, f.skv,
        {{include attribution/operand_dim op=q path=$[0][0] bias_path=$[1][0]}} AS qb,
@@ -33,7 +39,7 @@ SELECT f.qk_id, f.qk_i, f.pv_i, f.lane, q.parent_id, f.a_inner AS d, f.sq, f.skv
        coalesce(f.a_inner > 0 AND f.skv IS NOT NULL, false) AS shaped
 FROM _eager_found f JOIN _eager_siblings q ON q.id = f.qk_id
 UNION ALL
-SELECT o.id, b.i, b.i, o.lane, o.parent_id, o.d, o.sq, o.skv, o.qb, o.qh, o.qrank, true
+SELECT o.id, b.i, b.i, o.lane, o.parent_id, o.d, o.sq, o.skv, o.qb, o.qh, o.qrank, o.d IS NOT NULL
 FROM _eager_call_ops o JOIN _eager_siblings b USING (id);
 
 CREATE OR REPLACE TEMP TABLE _eager_sibling_classes AS
@@ -48,7 +54,7 @@ idx AS (
                range(greatest(f.qk_i - {{block_before}}, coalesce(f.prev_pv_i, 0) + 1), f.qk_i),
                range(f.pv_i + 1, least(f.pv_i + ({{block_after}} + 1), coalesce(f.next_qk_i, f.pv_i + ({{block_after}} + 1))))))
                AS i
-    FROM f WHERE f.shaped  -- (every core bounds its neighbours' windows, shaped or not)
+    FROM f  -- (every core bounds its neighbours' windows, shaped or not)
 ),
 rows AS (
     SELECT x.*, b.name, b.input_dims,
@@ -60,12 +66,44 @@ rows AS (
     LEFT JOIN _op_match om ON om.name = b.name
 )
 -- (A projection's widths, the last dims of the others before the core: see attribution/eager_block_ends.)
-SELECT qk_id, qk_i, pv_i, i, prev_pv_i, cls, CASE WHEN cls = 'P' THEN gemm END AS gemm,
+SELECT qk_id, qk_i, pv_i, i, prev_pv_i, shaped, cls, m_prev, CASE WHEN cls = 'P' THEN gemm END AS gemm,
        CASE WHEN cls = 'X' AND i < qk_i THEN list_distinct(list_transform(shapes, lambda s: s[-1])) END
            AS last_dims
 FROM (
+-- Without shapes, a norm written in ops (a run of casts, pow, mean, add, rsqrt, mul around an rsqrt: Qwen3's
+-- q_norm and k_norm) is M, and m_prev the class before the run; a run that starts with an add is a residual
+-- add and the layer's norm after it (X). A mul or div right after a projection is q's pre-scale (OPT): N.
 SELECT *,
-       CASE WHEN gemm.o > 0 AND gemm.o % d = 0 THEN 'P'
+       CASE WHEN shaped THEN cls0
+            WHEN arith AND has_rsqrt THEN CASE WHEN run_first IN ('aten::add', 'aten::add_') THEN 'X' ELSE 'M' END
+            WHEN cls0 = 'X' AND regexp_matches(name, '^aten::(mul|div)_?$') AND before = 'P' THEN 'N'
+            ELSE cls0 END AS cls,
+       CASE WHEN arith AND has_rsqrt THEN run_prev ELSE before END AS m_prev
+FROM (
+SELECT *,
+       bool_or(arith AND name = 'aten::rsqrt') OVER run AS has_rsqrt,
+       first_value(CASE WHEN arith THEN name END IGNORE NULLS) OVER run AS run_first,
+       first_value(CASE WHEN NOT arith THEN cls0 END IGNORE NULLS) OVER run AS run_prev
+FROM (
+SELECT *, lag(cls0) OVER (PARTITION BY qk_id ORDER BY i) AS before,
+       -- (a run of arithmetic shares its island with the op right before it)
+       sum(CASE WHEN arith THEN 0 ELSE 1 END) OVER (PARTITION BY qk_id ORDER BY i ROWS UNBOUNDED PRECEDING) AS island
+FROM (
+SELECT *, NOT shaped AND i < qk_i AND regexp_matches(name, '^aten::(to|_to_copy|pow|mean|add|add_|rsqrt|mul|mul_|var|var_mean|sub|sqrt)$') AS arith,
+       CASE WHEN NOT shaped THEN
+                -- Without recorded shapes: what the names say (attribution/eager_block_ends bounds these blocks
+                -- by their projections instead).
+                CASE WHEN regexp_matches(name, {{projection_names}}) THEN 'P'
+                     WHEN regexp_matches(name, {{tp_reduction}}) THEN 'R'
+                     WHEN named IN {{named_head_stages}} THEN 'B'
+                     WHEN regexp_matches(name, {{reshape_names}}) OR name IN ('aten::to', 'aten::_to_copy', 'aten::type_as') THEN 'G'
+                     WHEN regexp_matches(name, '^aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided|arange)$')
+                          OR regexp_matches(name, '(?i)(^|::|_)(de)?quant(ize)?(_|$)') THEN 'N'
+                     -- (a norm fused with the residual add, fused_add_rms_norm, is the layer's: X)
+                     WHEN regexp_matches(name, '(?i)add') THEN 'X'
+                     WHEN named = 'norm' OR regexp_matches(name, '(?i)(^|::|_)(rms_?norm|layer_?norm|group_?norm)') THEN 'M'
+                     ELSE 'X' END
+            WHEN gemm.o > 0 AND gemm.o % d = 0 THEN 'P'
             WHEN regexp_matches(name, {{tp_reduction}}) THEN 'R'
             -- An op a rule names a rotary embedding or a KV-cache write (vLLM's _C::rotary_embedding
             -- and reshape_and_cache_flash work on [T, H * D] rows: no head dim in their shapes).
@@ -78,20 +116,26 @@ SELECT *,
                              -- heads folded into the op's rows (GQA by reshape: q as [B, Hkv, n * S, D])
                              OR s[2] * s[3] = qh * sq)
                      -- a partial rotary's cos/sin table: [B, S, r], r even and below D
-                     OR len(s) = 3 AND s[2] IN (sq, skv) AND s[3] > 0 AND s[3] < d AND s[3] % 2 = 0)) > 0
+                     OR len(s) = 3 AND s[2] IN (sq, skv) AND s[3] > 0 AND s[3] < d AND s[3] % 2 = 0
+                     -- a rotary table of positions by D or D/2 (vLLM's and SGLang's cos_sin_cache [P, D] cast
+                     -- before the rotary op) when the query has several heads (one head's D is a hidden width)
+                     OR len(s) = 2 AND (s[2] = d OR 2 * s[2] = d) AND qh > 1)) > 0
                  THEN 'B'
             -- A reshape of heads: view, split, slice, transpose, ...
-            WHEN regexp_matches(name, '^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_sizes|chunk|unbind|slice|narrow|select|contiguous|permute|transpose|t|numpy_T|mT|clone|expand|unsqueeze|squeeze)$')
-                 AND heads_wide THEN 'G'
+            WHEN regexp_matches(name, {{reshape_names}}) AND heads_wide THEN 'G'
             WHEN len(list_filter(shapes, lambda s: len(s) >= 2)) = 0 THEN 'N'
+            -- An allocation (an output buffer a serving layer makes before its attention or norm op) holds no value.
+            WHEN regexp_matches(name, '^aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided)$') THEN 'N'
             -- A value conversion (fp8 quantization of q before the attention op) is neither:
             -- static_scaled_fp8_quant, aten::quantize_per_tensor; not quantile.
             WHEN regexp_matches(name, '(?i)(^|::|_)(de)?quant(ize)?(_|$)') THEN 'N'
             -- q scaled by a constant right after its projection (OPT, BART): [B, S, n * D] times a scalar.
             WHEN regexp_matches(name, '^aten::(mul|div)_?$') AND json_array_length(input_dims) >= 2
                  AND json_array_length(input_dims->'$[1]') = 0 AND heads_wide THEN 'N'
-            ELSE 'X' END AS cls
+            ELSE 'X' END AS cls0
 -- A tensor of 2+ dims whose last is a multiple of D (heads side by side, or all of them).
 FROM (SELECT *, len(list_filter(shapes, lambda s: len(s) >= 2 AND s[-1] % d = 0)) > 0 AS heads_wide
       FROM rows)
-) r;
+))
+WINDOW run AS (PARTITION BY qk_id, island ORDER BY i ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+)) r;

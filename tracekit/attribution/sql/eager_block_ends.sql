@@ -6,14 +6,15 @@
 -- q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat), but an X between two
 -- projections that read the same width (after the previous block), on tensors as wide as the first one's
 -- output or its per-row statistics, works on what that projection made (OLMo-2's q_norm and k_norm over
--- [B, S, H * D] rows between q_proj, k_proj and v_proj) and does not count.
+-- [B, S, H * D] rows between q_proj, k_proj and v_proj) and does not count. A norm op (M, siblings without
+-- shapes) ends a block as an X does; without shapes the start is read off the projections (u_starts below).
 --
 -- @reads _eager_sibling_classes, _eager_block_cores
 -- @creates _eager_ends   Per core (qk_id): start_i, end_i (its block's first and last sibling), prev_end (the previous block's last on the thread).
 CREATE OR REPLACE TEMP TABLE _eager_ends AS
 WITH after AS (
     SELECT qk_id,
-           min(i) FILTER (WHERE i > pv_i AND cls IN ('X', 'R')) AS first_x,
+           min(i) FILTER (WHERE i > pv_i AND cls IN ('X', 'R', 'M')) AS first_x,
            min(i) FILTER (WHERE i > pv_i AND cls = 'P') AS first_p
     FROM _eager_sibling_classes GROUP BY qk_id
 ),
@@ -43,11 +44,11 @@ near AS (
            first_value(CASE WHEN w.cls = 'P' THEN w.gemm.i END IGNORE NULLS)
                OVER (PARTITION BY w.qk_id ORDER BY w.i ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS w_after
     FROM _eager_sibling_classes w JOIN prev p USING (qk_id)
-    WHERE w.i < w.qk_i AND w.cls IN ('P', 'X', 'R')
+    WHERE w.i < w.qk_i AND w.cls IN ('P', 'X', 'R', 'M')
 ),
 bound AS (
     SELECT qk_id,
-           max(i) FILTER (WHERE cls = 'R' OR cls = 'X' AND NOT coalesce(p_before.i = w_after
+           max(i) FILTER (WHERE cls = 'R' OR cls IN ('X', 'M') AND NOT coalesce(p_before.i = w_after
                                                                         AND list_has_all([p_before.o, 1], last_dims), false))
                AS last_x
     FROM near GROUP BY qk_id
@@ -57,6 +58,32 @@ starts AS (
     FROM _eager_sibling_classes w JOIN bound b USING (qk_id)
     WHERE w.i < w.qk_i AND w.cls IN ('P', 'B') AND w.i > coalesce(b.last_x, -1)
     GROUP BY w.qk_id
+),
+-- Without shapes, before the core: the nearest projection and everything between it and the core (q/k norms,
+-- a rotary embedding in plain ops, KV-cache writes: nothing else runs between a layer's q/k/v projections and
+-- its attention), and before that projection the run of projections, reshapes and head ops back to the last
+-- other op (or a norm that follows one: the layer's input norm after its residual add). A residual norm or a
+-- reduction between that projection and the core says the projection is the previous layer's (its own were
+-- not siblings): then the block starts as a shaped one's does.
+unshaped AS (
+    SELECT w.qk_id, w.i, w.cls, w.m_prev AS prev_cls
+    FROM _eager_sibling_classes w JOIN prev p USING (qk_id)
+    WHERE NOT w.shaped AND w.i < w.qk_i AND w.i > coalesce(p.prev_end, -1)
+),
+u_bound AS (
+    SELECT qk_id, last_p,
+           bool_or(i > last_p AND (cls = 'R' OR cls = 'M' AND coalesce(prev_cls, 'X') IN ('X', 'R', 'M'))) AS foreign,
+           max(i) FILTER (WHERE i < last_p AND (cls IN ('X', 'R') OR cls = 'M' AND coalesce(prev_cls, 'X') IN ('X', 'R', 'M'))) AS last_x
+    FROM (SELECT *, max(i) FILTER (WHERE cls = 'P') OVER (PARTITION BY qk_id) AS last_p FROM unshaped)
+    WHERE last_p IS NOT NULL
+    GROUP BY qk_id, last_p
+),
+u_starts AS (
+    SELECT u.qk_id, min(u.i) AS start_i
+    FROM unshaped u JOIN u_bound b USING (qk_id)
+    WHERE NOT b.foreign AND u.i <= b.last_p AND u.i > coalesce(b.last_x, -1) AND u.cls IN ('P', 'B')
+    GROUP BY u.qk_id
 )
-SELECT f.qk_id, coalesce(s.start_i, f.qk_i) AS start_i, coalesce(e.end_i, f.pv_i) AS end_i, p.prev_end
-FROM _eager_block_cores f LEFT JOIN ends e USING (qk_id) LEFT JOIN starts s USING (qk_id) JOIN prev p USING (qk_id);
+SELECT f.qk_id, coalesce(u.start_i, s.start_i, f.qk_i) AS start_i, coalesce(e.end_i, f.pv_i) AS end_i, p.prev_end
+FROM _eager_block_cores f LEFT JOIN ends e USING (qk_id) LEFT JOIN starts s USING (qk_id)
+LEFT JOIN u_starts u USING (qk_id) JOIN prev p USING (qk_id);

@@ -7,7 +7,8 @@
 -- forward: at most post_reach kernels up to the next free GEMM (out_k), not past a closed kernel or the next
 -- run. Going back: at most pre_reach kernels up to the nearest free GEMM
 -- (qkv_k), not past a closed kernel, the previous run or its output GEMM; then that GEMM and the free GEMMs
--- right before it, at most qkv_gemms (from qkv_k0). A backward run (backward runs the layer in reverse) is not
+-- right before it, at most qkv_gemms (from qkv_k0). A CPU call's run widens only on a side its ops left without
+-- a projection (open_before, open_after). A backward run (backward runs the layer in reverse) is not
 -- widened. The graph bounds are the graph_nearest fragment the caller chose: windows, or NULLs when no CPU
 -- call may use them.
 --
@@ -16,7 +17,7 @@
 -- @param qkv_gemms INT      Consecutive GEMMs before the run that are its projections (kernel_blocks.QKV_GEMMS).
 -- @param graph_nearest KEYWORD(attribution/graph_nearest_kernels|attribution/no_graph_nearest_kernels)  The graph bounds: computed, or NULL.
 -- @reads _kb_sequence, _kb_cpu_calls
--- @creates _kb_runs         Per run: run_id, trace_id, device, stream, k0 and k1 (its first and last kernel), call_id, backward, g, closed_before, gemm_before, closed_after, gemm_after, prev_k1, next_k0, out_k, prev_out, qkv_k, qkv_k0.
+-- @creates _kb_runs         Per run: run_id, trace_id, device, stream, k0 and k1 (its first and last kernel), call_id, backward, g, open_before, open_after, closed_before, gemm_before, closed_after, gemm_after, prev_k1, next_k0, out_k, prev_out, qkv_k, qkv_k0.
 CREATE OR REPLACE TEMP TABLE _kb_runs AS
 -- g: a CPU call's kernels, which take in only kernels of graph replays.
 WITH own_runs AS (
@@ -50,12 +51,13 @@ helped AS (
 runs AS (
     SELECT trace_id, device, stream,
            greatest(k0_reach, lag(k1 + 1, 1, k0_reach) OVER (PARTITION BY trace_id, device, stream ORDER BY k1)) AS k0,
-           k1, call_id, backward, false AS g
+           k1, call_id, backward, false AS g, true AS open_before, true AS open_after
     FROM helped
     UNION ALL
-    SELECT trace_id, device, stream, min(k), max(k), dcall, bool_or(backward), true
-    FROM _kb_sequence WHERE dcall IN (SELECT call_id FROM _kb_cpu_calls)
-    GROUP BY trace_id, device, stream, dcall
+    SELECT s.trace_id, s.device, s.stream, min(s.k), max(s.k), s.dcall, bool_or(s.backward), true,
+           any_value(c.open_before), any_value(c.open_after)
+    FROM _kb_sequence s JOIN _kb_cpu_calls c ON c.call_id = s.dcall
+    GROUP BY s.trace_id, s.device, s.stream, s.dcall
 ),
 bounded AS (
     SELECT r.*,
@@ -70,12 +72,12 @@ bounded AS (
     WINDOW s AS (PARTITION BY r.trace_id, r.device, r.stream ORDER BY r.k0)
 ),
 post AS (
-    SELECT *, CASE WHEN NOT backward AND gemm_after < coalesce(closed_after, 9e18) AND gemm_after < next_k0
+    SELECT *, CASE WHEN NOT backward AND open_after AND gemm_after < coalesce(closed_after, 9e18) AND gemm_after < next_k0
                         AND gemm_after - k1 - 1 <= {{post_reach}} THEN gemm_after END AS out_k
     FROM bounded
 ),
 pre AS (
-    SELECT *, CASE WHEN NOT backward AND gemm_before > greatest(coalesce(closed_before, 0), prev_k1, prev_out)
+    SELECT *, CASE WHEN NOT backward AND open_before AND gemm_before > greatest(coalesce(closed_before, 0), prev_k1, prev_out)
                         AND k0 - gemm_before - 1 <= {{pre_reach}} THEN gemm_before END AS qkv_k
     FROM (SELECT *, coalesce(lag(out_k) OVER s, 0) AS prev_out FROM post
           WINDOW s AS (PARTITION BY trace_id, device, stream ORDER BY k0))
