@@ -5,8 +5,9 @@ twin (the same recording without ``python_function`` events, what the profiler r
 the same ops at the same times. What the analyzer decides with the scopes is the truth; `agreement`
 measures, per pair of traces, how much of it survives without them:
 
-- ``other_pct``: of the scoped copy's attention time (ops whose stage is not ``other``), the share the
-  stripped copy calls ``other`` (lost to attention);
+- ``other_pct``: of the scoped copy's attention-scope time (ops inside an attention call whose stage is not
+  ``other``: what the attention modules hold; a model-level rotary table outside them, rope by its module
+  rule, is not the attention modules' time), the share the stripped copy calls ``other`` (lost to attention);
 - ``core_right_pct``: of the scoped copy's core-stage time (qk_matmul, scale, mask, softmax, dropout,
   pv_matmul, fused_attention: the stages ``capture/stages.csv`` marks core), the share the stripped copy
   gives the same stage.
@@ -33,14 +34,14 @@ CORE_MIN_PCT = 95.0
 _CPU_ROWS = """
 SELECT t.path, s.ts_ns, s.name, s.tid,
        row_number() OVER (PARTITION BY s.trace_id, s.ts_ns, s.name, s.tid ORDER BY s.depth, s.id) AS dup,
-       c.stage, {weight} AS weight_ns
+       c.call_id IS NOT NULL AS in_call, c.stage, {weight} AS weight_ns
 FROM cpu_stages c JOIN cpu_slices s USING (id) JOIN traces t ON t.trace_id = s.trace_id
 WHERE s.kind = 'cpu_op'
 """
 _GPU_ROWS = """
 SELECT t.path, g.ts_ns, g.stream, g.name,
        row_number() OVER (PARTITION BY g.trace_id, g.ts_ns, g.stream, g.name ORDER BY g.id) AS dup,
-       st.stage, {weight} AS weight_ns
+       st.call_id IS NOT NULL AS in_call, st.stage, {weight} AS weight_ns
 FROM gpu_op_stages st JOIN gpu_ops g USING (id) JOIN traces t ON t.trace_id = g.trace_id
 """
 # The weights: each op's own time, or (robust) the least time of the trace's ops of its name and input
@@ -66,7 +67,7 @@ class Agreement:
     stripped: str
     matched: int = 0
     unmatched: int = 0  # scoped ops the stripped copy lacks (none when it is a true twin)
-    attention_ns: int = 0  # scoped time with a stage other than other
+    attention_ns: int = 0  # scoped time inside a call with a stage other than other
     lost_ns: int = 0  # of it, what the stripped copy calls other
     core_ns: int = 0  # scoped time with a core stage
     core_right_ns: int = 0  # of it, what the stripped copy gives the same stage
@@ -104,10 +105,10 @@ class Agreement:
         )
 
 
-def _by_file(trace, sql: str) -> dict[str, dict[tuple, tuple[str, int]]]:
-    ops: dict[str, dict[tuple, tuple[str, int]]] = defaultdict(dict)
-    for path, *key, stage, weight in trace.rows(sql):
-        ops[Path(path).name][tuple(key)] = (stage, int(weight or 0))
+def _by_file(trace, sql: str) -> dict[str, dict[tuple, tuple[str, int, bool]]]:
+    ops: dict[str, dict[tuple, tuple[str, int, bool]]] = defaultdict(dict)
+    for path, *key, in_call, stage, weight in trace.rows(sql):
+        ops[Path(path).name][tuple(key)] = (stage, int(weight or 0), bool(in_call))
     return ops
 
 
@@ -144,14 +145,14 @@ def agreement(
         result.calls_stripped, result.forward_calls_stripped = calls_b[b]
         twins = seen.get(b, {})
         confusion: dict[tuple[str, str], int] = defaultdict(int)
-        for key, (stage, ns) in truth.get(a, {}).items():
+        for key, (stage, ns, in_call) in truth.get(a, {}).items():
             twin = twins.get(key)
             if twin is None:
                 result.unmatched += 1
                 continue
             result.matched += 1
             other = twin[0]
-            if stage != "other":
+            if stage != "other" and in_call:
                 result.attention_ns += ns
                 result.lost_ns += ns if other == "other" else 0
             if stage in core:
