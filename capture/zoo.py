@@ -319,21 +319,34 @@ def _step(case: ZooCase, torch: Any) -> Callable[[], object]:
 # --- Recording and stripping --------------------------------------------------------------------------
 
 
-def strip_python_functions(scoped: str | Path, stripped: str | Path) -> int:
+# The args record_shapes adds to an op.
+SHAPE_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+
+
+def strip_python_functions(scoped: str | Path, stripped: str | Path, *, shapes: bool = True) -> int:
     """Write `scoped` (a gzipped Kineto trace) to `stripped` without its ``python_function`` events.
 
     The metadata's profiler settings then say ``with_stack`` and ``with_modules`` false, and
-    ``stripped_from`` names the scoped file. Returns how many events were removed.
+    ``stripped_from`` names the scoped file. ``shapes=False`` also drops what ``record_shapes`` adds to
+    each op's args (``SHAPE_ARGS``): the profiler's defaults. Returns how many events were removed.
     """
     with gzip.open(scoped, "rt", encoding="utf-8") as fh:
         trace = json.load(fh)
     events = trace["traceEvents"]
     kept = [e for e in events if e.get("cat") != PYTHON_CATEGORY]
+    if not shapes:
+        for event in kept:
+            args = event.get("args")
+            if isinstance(args, dict):
+                for key in SHAPE_ARGS:
+                    args.pop(key, None)
     trace["traceEvents"] = kept
     meta = trace.get("tracekit_capture")
     if isinstance(meta, dict):
         meta = dict(meta, stripped_from=Path(scoped).name)
         meta["profiler"] = dict(meta.get("profiler") or {}, with_stack=False, with_modules=False)
+        if not shapes:
+            meta["profiler"]["record_shapes"] = False
         trace["tracekit_capture"] = meta
     data = json.dumps(trace).encode()
 

@@ -1,0 +1,128 @@
+"""Real GPU traces recorded with module scopes, and the same traces as the profiler records them by default.
+
+Each shared trace that carries ``python_function`` events (``nn.Module`` scopes, Python stacks) is written
+again without them (``capture.zoo.strip_python_functions``), and once more without what ``record_shapes``
+adds as well (the profiler's defaults: no stacks, no shapes). The stages tracekit decides on the scoped
+trace are the truth (module scopes decide attention exactly on these traces: tests/test_module_attention.py);
+`stripped_agreement` measures what survives without them, over the attention modules' GPU time: at most
+5 % of it ``other`` and at least 95 % of the core-stage time with the same stage, with as many calls.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from conftest import SHARED_TRACES, require_shared
+from stripped_agreement import agreement
+
+from capture import zoo
+
+# Below the bar, with the measured numbers and why. Strict: a fix turns the entry into a failure to remove.
+_POST_NORM = (
+    "BERT is post-norm: BertSelfOutput's residual add and LayerNorm after the output projection are the "
+    "attention module's (out_proj in the scoped trace), but a post-norm layer runs its ops in a pre-norm "
+    "layer's order, so without the scope the block ends at the output projection (docs/attribution.md)"
+)
+BELOW_BAR = {
+    "tracelens/h100_bert-small_sdpa-flash.json.gz": f"other 12.7 % of 149 us: {_POST_NORM}",
+    "tracelens/mi300_bert-small_sdpa-flash.json.gz": f"other 11.3 % of 219 us: {_POST_NORM}",
+}
+VARIANTS = ("stripped", "no_shapes")
+# Eager calls that need shapes to be found: T5's first encoder layer computes its relative-position bias
+# (some 20 ops) between QK^T and the softmax; without shapes only three ops may sit there.
+MISSED_WITHOUT_SHAPES = {"tracelens/mi300_xdit_flux1_aiter-sage_t5-clip-eager.json.gz": 1}
+
+
+def _has_python_functions(path) -> bool:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        trace = json.load(fh)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    return any(e.get("cat") == zoo.PYTHON_CATEGORY for e in events)
+
+
+@pytest.fixture(scope="session")
+def scoped_names(inputs) -> list[str]:
+    """The shared traces with Python scopes (decided once per session, by content)."""
+    shared = require_shared()
+    key = ("scoped-shared", tuple((n, (shared / n).stat().st_size) for n in SHARED_TRACES))
+    listing = inputs.made(
+        key,
+        "scoped.json",
+        lambda path: path.write_text(json.dumps([n for n in SHARED_TRACES if _has_python_functions(shared / n)])),
+    )
+    return json.loads(listing.read_text())
+
+
+@pytest.fixture(scope="session")
+def pairs(inputs, scoped_names) -> dict[str, tuple]:
+    """Per variant: the scoped traces loaded in one database, their stripped twins in another, and the pairs."""
+    shared = require_shared()
+    out = {}
+    for variant in VARIANTS:
+        stripped = []
+        for name in scoped_names:
+            flat = name.replace("/", "__")
+            key = ("stripped-shared", variant, name, (shared / name).stat().st_size)
+            stripped.append(
+                inputs.made(
+                    key,
+                    flat,
+                    lambda path, name=name: zoo.strip_python_functions(
+                        shared / name, path, shapes=variant == "stripped"
+                    ),
+                )
+            )
+        scoped = inputs.trace(*(shared / n for n in scoped_names))
+        twins = inputs.trace(*stripped)
+        out[variant] = (
+            scoped,
+            twins,
+            {n.split("/")[-1]: p.name for n, p in zip(scoped_names, stripped)},
+        )
+    return out
+
+
+def test_the_scoped_shared_traces_are_the_ones_with_module_scopes(scoped_names):
+    """The traces this file compares: every shared trace with Python scopes (at least the five whose
+    attention modules run on the GPU)."""
+    for name in (
+        "tracelens/b200_vllm_eager_paged-fp8.json.gz",
+        "tracelens/h100_bert-small_sdpa-flash.json.gz",
+        "tracelens/mi300_falconsai_vit_sdpa_modules.json.gz",
+        "tracelens/mi300_sglang_qwen3-8b_capture_modules.json.gz",
+        "tracelens/mi300_xdit_flux1_aiter-sage_t5-clip-eager.json.gz",
+    ):
+        assert name in scoped_names
+    assert "tracelens/mi210_gpu_only.json.gz" not in scoped_names
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=BELOW_BAR[n])) if n in BELOW_BAR else n
+        for n in SHARED_TRACES
+    ],
+)
+def test_a_shared_trace_without_its_scopes_agrees_with_itself(name, variant, scoped_names, pairs):
+    """The attention modules' GPU time (GPU ops matched by time, stream and name, weighted by duration; for
+    a trace whose attention modules launched nothing on the GPU, the SGLang capture pass, their CPU ops'
+    self time, matched by time, name and thread): at most 5 % of it other, at least 95 % of the core
+    stages right, the same forward calls (less the eager calls that need shapes, without them). A trace
+    without attention modules has no call either way."""
+    if name not in scoped_names:
+        pytest.skip(f"{name} has no Python scopes: nothing to strip")
+    scoped, stripped, names = pairs[variant]
+    file = name.split("/")[-1]
+    (result,) = agreement(scoped, stripped, gpu=True, pairs={file: names[file]})
+    if not result.attention_ns:
+        (result,) = agreement(scoped, stripped, pairs={file: names[file]})
+    assert result.unmatched == 0
+    if not result.attention_ns:  # no attention module (a norm benchmark): none found without the scopes either
+        assert (result.calls_scoped, result.calls_stripped) == (0, 0)
+        return
+    assert result.meets(), (result.row(), result.worst())
+    missed = MISSED_WITHOUT_SHAPES.get(name, 0) if variant == "no_shapes" else 0
+    assert result.forward_calls_scoped - result.forward_calls_stripped == missed, result.row()
