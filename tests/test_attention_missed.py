@@ -341,3 +341,20 @@ def test_silent_on_the_h200_samples(inputs, name):
     not attention: its log_softmax kernels, forward and backward (12 % of its GPU time), are no row."""
     trace = inputs.trace(ROOT / "sample_traces" / "gpu_h200" / name)
     assert trace.query("attention_missed", min_share_pct=0.0).to_dicts() == []
+
+
+def test_a_kernel_whose_rule_counts_only_in_a_call(inputs):
+    """SGLang's Triton extend attention is a kernel named only _fwd_kernel: its rule has context call. Launched
+    outside every call it is named, with that rule as the cause."""
+    b = TraceBuilder(trace_name="fwd_kernel")
+    t = 10_000
+    for _ in range(3):
+        for op, kernel, dur in (("aten::mm", GEMM, 50_000), ("sglang::extend", "_fwd_kernel", 150_000)):
+            t = b.op_with_kernels(op, t, [(kernel, None, dur)]).end_ns + 1_000
+    b.finish()
+    with tracekit.load(inputs.file(b, "fwd_kernel.json")) as trace:
+        rows = trace.query("attention_missed").to_dicts()
+    assert [(r["reason"], r["name"], r["occurrences"]) for r in rows] == [
+        ("unknown_attention_kernel", "_fwd_kernel", 3)
+    ]
+    assert rows[0]["cause"].startswith("the kernel rule ^_fwd_kernel$ counts only inside an attention call")

@@ -197,7 +197,14 @@ attention_op_rows AS (
     FROM attention_ops o JOIN attention_op_gpu g ON g.op_id = o.id
     GROUP BY o.trace_id, o.name
 ),
--- (b) Kernels named like attention that no rule made an attention kernel, not under such an op.
+-- (b) Kernels named like attention that no rule made an attention kernel, not under such an op; the first
+-- kernel rule matching the name, when it counts only inside a call (Triton's _fwd_kernel).
+call_rules AS (
+    SELECT d.name, arg_min(r.pattern, r.rule_order) AS pattern, arg_min(r.context, r.rule_order) AS context
+    FROM (SELECT name FROM kernel_names WHERE attention_like) d
+    JOIN rule_kernel_stages r ON regexp_matches(kernel_base(d.name), r.pattern)
+    GROUP BY d.name
+),
 attention_kernel_rows AS (
     SELECT f.trace_id, 'unknown_attention_kernel' AS reason, f.name, any_value(f.cpu_op_name) AS cpu_op_name,
            count(*) AS occurrences, count(*) AS gpu_ops, sum(f.dur_ns) AS total_ns, 0 AS cpu_ns,
@@ -205,9 +212,11 @@ attention_kernel_rows AS (
                 THEN 'a kernel named like attention that the kernel rule ' || any_value(f.rule) || ' leaves other: check that row of kernel_stages.csv'
                 WHEN any_value(f.source) <> 'none'
                 THEN 'a kernel named like attention that the ' || any_value(f.source) || ' rule ' || any_value(f.rule) || ' leaves other: check that rule'
+                WHEN any_value(c.context) = 'call'
+                THEN 'the kernel rule ' || any_value(c.pattern) || ' counts only inside an attention call, and none holds it: an op rule (op_stages.csv) or module rule for what launches it makes the call'
                 ELSE 'kernel name not in kernel_stages.csv: add a rule (stage fused_attention, attention yes)'
            END AS cause
-    FROM free f JOIN kernel_names n USING (name)
+    FROM free f JOIN kernel_names n USING (name) LEFT JOIN call_rules c USING (name)
     WHERE n.attention_like AND NOT n.softmax_kernel AND f.id NOT IN (SELECT id FROM attention_op_gpu)
     GROUP BY f.trace_id, f.name
 ),
