@@ -121,6 +121,39 @@ def test_a_broken_kernel_rule_on_a_real_graph_trace(load_shared, shared_dir, tmp
     assert "paged_attention_ll4mi" in fired["attention_missed"].message
 
 
+def test_broken_op_module_and_kernel_rules_on_a_real_vllm_trace(shared_dir, tmp_path):
+    """The B200 vLLM trace (Attention modules around vllm::unified_attention_with_output, its fmha kernels) with
+    user rules that exclude the modules, unmark the op and leave the kernels other: no call is left, and the
+    op is named once, its kernels with it."""
+    rules = _rules(tmp_path / "rules", "op_stages.csv", "(?i)attention|vllm::,,no,,any,outer,,broken on purpose")
+    _rules(rules, "kernel_stages.csv", "(?i)fmha|reshape_and_cache,other,,any,no,broken on purpose")
+    (rules / "module_stages.csv").write_text(
+        "pattern,frame,stage,call,context,note\n(?i)attention,module,,no,any,broken\n"
+    )
+    with tracekit.load(shared_dir / "tracelens/b200_vllm_eager_paged-fp8.json.gz") as trace:
+        assert trace.query("attention_missed").to_dicts() == []
+        trace.use_rules([rules])
+        assert trace.query("attention_calls").to_dicts() == []
+        rows = trace.query("attention_missed").to_dicts()
+    assert [(r["reason"], r["name"], r["occurrences"]) for r in rows] == [
+        ("unknown_attention_op", "vllm::unified_attention_with_output", 36)
+    ]
+    assert rows[0]["gpu_ops"] == 36 and rows[0]["share_pct"] > 1
+    assert "op_stages.csv" in rows[0]["cause"]
+
+
+def test_a_broken_sage_rule_on_the_compiled_flux_trace(shared_dir, tmp_path):
+    """FLUX's SageAttention kernels run in a compiled region (no op names them): with the shipped rule
+    overridden, sage_fwd is named with the rule that left it other (5 % of the trace's GPU time)."""
+    rules = _rules(tmp_path / "rules", "kernel_stages.csv", "(?i)sage_fwd,other,,any,no,broken on purpose")
+    with tracekit.load(shared_dir / "tracelens/mi300_xdit_flux1_aiter-sage_t5-clip-eager.json.gz") as trace:
+        trace.use_rules([rules])
+        rows = trace.query("attention_missed").to_dicts()
+    assert [(r["reason"], r["name"], r["occurrences"]) for r in rows] == [("unknown_attention_kernel", "sage_fwd", 228)]
+    assert rows[0]["share_pct"] == pytest.approx(4.96, abs=0.05)
+    assert "kernel rule (?i)sage_fwd leaves other" in rows[0]["cause"]
+
+
 # --- (a) softmax between two products outside every call ---------------------------------------------------
 
 

@@ -12,8 +12,8 @@
 -- left other. A classifier's or LM head's softmax (a linear before it, no product after it)
 -- and log_softmax, cross_entropy and nll_loss never count. unknown_attention_op: a CPU op
 -- outside every call named like attention (attn, attention, fmha, flash, mha, sdpa, paged,
--- xqa) that no op rule made a call, with GPU ops under it left other. unknown_attention_kernel:
--- a kernel outside every call named like attention (the words above and fwd_kernel; in the
+-- xqa, sage_fwd, sageattn) that no op rule made a call, with GPU ops under it left other.
+-- unknown_attention_kernel: a kernel outside every call named like attention (the words above and fwd_kernel; in the
 -- kernel's name up to its first argument list, so a wrapper template's inner kernel counts;
 -- FlashInfer's library name alone does not) that no rule made an attention kernel, and not
 -- under such an op. block_without_projections: a forward call with attention kernels and no
@@ -63,7 +63,7 @@ kernel_names AS (
     SELECT name, look,
            (regexp_matches(look, '(?i)softmax') AND NOT regexp_matches(look, '(?i)log_?softmax'))
                OR regexp_matches(look, '^triton_[a-z]+_fused_\w*(amax_\w*exp|exp_\w*amax)') AS softmax_kernel,
-           regexp_matches(look, '(?i)attn|attention|fmha|flash|(^|[^a-z])mha|sdpa|paged|xqa|fwd_kernel') AS attention_like
+           regexp_matches(look, '(?i)attn|attention|fmha|flash|(^|[^a-z])mha|sdpa|paged|xqa|fwd_kernel|(^|[^a-z])sage_?(attn|fwd|bwd)') AS attention_like
     FROM (SELECT name, regexp_replace(regexp_extract(replace(name, '(anonymous namespace)', 'anonymous_namespace'),
                                                      '^[^(,>]*'), '(?i)flashinfer', '', 'g') AS look
           FROM (SELECT DISTINCT name FROM gpu WHERE kind = 'kernel'))
@@ -175,7 +175,7 @@ softmax_kernel_rows AS (
 -- (c) Ops named like attention that no op rule made a call, with GPU ops under them left other.
 op_names AS (
     SELECT name FROM (SELECT DISTINCT name FROM cpu_slices WHERE kind = 'cpu_op')
-    WHERE regexp_matches(regexp_replace(name, '(?i)flashinfer', '', 'g'), '(?i)attn|attention|fmha|flash|(^|[^a-z])mha|sdpa|paged|xqa')
+    WHERE regexp_matches(regexp_replace(name, '(?i)flashinfer', '', 'g'), '(?i)attn|attention|fmha|flash|(^|[^a-z])mha|sdpa|paged|xqa|(^|[^a-z])sage_?(attn|fwd|bwd)')
 ),
 attention_ops AS (
     SELECT s.id, s.trace_id, s.pid, s.tid, s.name, s.ts_ns, s.end_ns, s.dur_ns
