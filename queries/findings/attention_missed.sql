@@ -98,11 +98,12 @@ siblings AS (
     FROM (
         SELECT x.id, x.trace_id, x.pid, x.tid, x.parent_id, x.name, x.ts_ns, x.end_ns,
                row_number() OVER (PARTITION BY x.trace_id, x.pid, x.tid, x.parent_id ORDER BY x.ts_ns, x.id) AS i,
-               regexp_matches(x.name, '^aten::(bmm|matmul|baddbmm|einsum)$') AS product,
-               -- A projection, a softmax or a loss between: not the two products of one attention core.
-               regexp_matches(x.name, '^aten::(linear|addmm|mm|_scaled_mm|addmv|mv|_?softmax|_safe_softmax|_masked_softmax|_?log_softmax|cross_entropy_loss|nll_loss\w*)$')
+               c.call_id IS NULL AND regexp_matches(x.name, '^aten::(bmm|matmul|baddbmm|einsum)$') AS product,
+               -- A projection, a softmax, a loss or a call's op between: not the two products of one attention core.
+               c.call_id IS NOT NULL
+                   OR regexp_matches(x.name, '^aten::(linear|addmm|mm|_scaled_mm|addmv|mv|_?softmax|_safe_softmax|_masked_softmax|_?log_softmax|cross_entropy_loss|nll_loss\w*)$')
                    AS blocker
-        FROM cpu_slices x
+        FROM cpu_slices x JOIN cpu_stages c USING (id)
         SEMI JOIN (SELECT DISTINCT trace_id, pid, tid, parent_id FROM softmax_ops) p
             ON p.trace_id = x.trace_id AND p.pid = x.pid AND p.tid = x.tid AND p.parent_id IS NOT DISTINCT FROM x.parent_id
         WHERE x.kind = 'cpu_op'
@@ -129,7 +130,7 @@ op_pattern_gpu AS (
     ORDER BY f.id, p.sm_id
 ),
 softmax_op_rows AS (
-    SELECT p.trace_id, 'softmax_between_matmuls' AS reason, p.name, any_value(g.cpu_op_name) AS cpu_op_name,
+    SELECT p.trace_id, 'softmax_between_matmuls' AS reason, p.name, min(g.cpu_op_name) AS cpu_op_name,
            count(*) AS occurrences, coalesce(sum(g.gpu_ops), 0) AS gpu_ops,
            coalesce(sum(g.total_ns), 0) AS total_ns, sum(p.end_ns - p.ts_ns) AS cpu_ns,
            CASE WHEN bool_or(p.shaped)
@@ -137,7 +138,7 @@ softmax_op_rows AS (
                 ELSE 'a softmax between two products outside every call, with up to ' || max(p.between_ops) || ' ops between it and a product, recorded without shapes: eager attention the op-order pattern confirms only 3 ops apart without shapes; record with record_shapes=True, or a label or module rule (module_stages.csv) marks it'
            END AS cause
     FROM op_patterns p
-    LEFT JOIN (SELECT sm_id, count(*) AS gpu_ops, sum(dur_ns) AS total_ns, any_value(cpu_op_name) AS cpu_op_name
+    LEFT JOIN (SELECT sm_id, count(*) AS gpu_ops, sum(dur_ns) AS total_ns, min(cpu_op_name) AS cpu_op_name
                FROM op_pattern_gpu GROUP BY sm_id) g USING (sm_id)
     GROUP BY p.trace_id, p.name
 ),
@@ -166,7 +167,7 @@ kernel_pattern_gpu AS (
     ORDER BY f.id, p.sm_id
 ),
 softmax_kernel_rows AS (
-    SELECT trace_id, 'softmax_between_matmuls' AS reason, name, any_value(cpu_op_name) AS cpu_op_name,
+    SELECT trace_id, 'softmax_between_matmuls' AS reason, name, min(cpu_op_name) AS cpu_op_name,
            count(DISTINCT sm_id) AS occurrences, count(*) AS gpu_ops, sum(dur_ns) AS total_ns, 0 AS cpu_ns,
            'a softmax kernel between two GEMM kernels on its stream outside every call, with no softmax op: attention in a graph replay or compiled region whose kernels no rule names; add kernel_stages.csv rules for them' AS cause
     FROM kernel_pattern_gpu
@@ -190,7 +191,7 @@ attention_op_gpu AS (
      AND f.launch_ts_ns >= o.ts_ns AND f.launch_ts_ns <= o.end_ns
 ),
 attention_op_rows AS (
-    SELECT o.trace_id, 'unknown_attention_op' AS reason, o.name, any_value(g.cpu_op_name) AS cpu_op_name,
+    SELECT o.trace_id, 'unknown_attention_op' AS reason, o.name, min(g.cpu_op_name) AS cpu_op_name,
            count(DISTINCT o.id) AS occurrences, count(g.id) AS gpu_ops, sum(g.dur_ns) AS total_ns,
            (SELECT sum(x.dur_ns) FROM attention_ops x WHERE x.trace_id = o.trace_id AND x.name = o.name) AS cpu_ns,
            'an op named like attention that no op rule makes a call: add a row to op_stages.csv (call yes, stage fused_attention for a fused kernel)' AS cause
@@ -206,14 +207,14 @@ call_rules AS (
     GROUP BY d.name
 ),
 attention_kernel_rows AS (
-    SELECT f.trace_id, 'unknown_attention_kernel' AS reason, f.name, any_value(f.cpu_op_name) AS cpu_op_name,
+    SELECT f.trace_id, 'unknown_attention_kernel' AS reason, f.name, min(f.cpu_op_name) AS cpu_op_name,
            count(*) AS occurrences, count(*) AS gpu_ops, sum(f.dur_ns) AS total_ns, 0 AS cpu_ns,
-           CASE WHEN any_value(f.source) = 'kernel'
-                THEN 'a kernel named like attention that the kernel rule ' || any_value(f.rule) || ' leaves other: check that row of kernel_stages.csv'
-                WHEN any_value(f.source) <> 'none'
-                THEN 'a kernel named like attention that the ' || any_value(f.source) || ' rule ' || any_value(f.rule) || ' leaves other: check that rule'
-                WHEN any_value(c.context) = 'call'
-                THEN 'the kernel rule ' || any_value(c.pattern) || ' counts only inside an attention call, and none holds it: an op rule (op_stages.csv) or module rule for what launches it makes the call'
+           CASE WHEN min(f.source) = 'kernel'
+                THEN 'a kernel named like attention that the kernel rule ' || min(f.rule) || ' leaves other: check that row of kernel_stages.csv'
+                WHEN min(f.source) <> 'none'
+                THEN 'a kernel named like attention that the ' || min(f.source) || ' rule ' || min(f.rule) || ' leaves other: check that rule'
+                WHEN min(c.context) = 'call'
+                THEN 'the kernel rule ' || min(c.pattern) || ' counts only inside an attention call, and none holds it: an op rule (op_stages.csv) or module rule for what launches it makes the call'
                 ELSE 'kernel name not in kernel_stages.csv: add a rule (stage fused_attention, attention yes)'
            END AS cause
     FROM free f JOIN kernel_names n USING (name) LEFT JOIN call_rules c USING (name)
@@ -250,10 +251,10 @@ bare_gemms AS (
     ORDER BY q.id, e.call_id
 ),
 bare_rows AS (
-    SELECT b.trace_id, 'block_without_projections' AS reason, b.op AS name, any_value(f.cpu_op_name) AS cpu_op_name,
+    SELECT b.trace_id, 'block_without_projections' AS reason, b.op AS name, min(f.cpu_op_name) AS cpu_op_name,
            count(DISTINCT b.call_id) AS occurrences, count(*) AS gpu_ops, sum(f.dur_ns) AS total_ns, 0 AS cpu_ns,
            'attention calls with no projection, with GEMM kernels outside every call right beside their attention kernels on the stream: the block''s projections left other; '
-           || CASE any_value(b.call_source)
+           || CASE min(b.call_source)
                   WHEN 'eager' THEN 'an eager call recorded without shapes stays its core: record with record_shapes=True, or label the block'
                   WHEN 'op' THEN 'a call op recorded without shapes stays the op: record with record_shapes=True, or label the block'
                   WHEN 'label' THEN 'the label holds the core only: label the whole block, or add a module rule for the attention module'
