@@ -102,6 +102,25 @@ def test_an_unknown_attention_op_is_named_once_with_its_kernels(inputs, tmp_path
         assert trace.query("attention_missed").to_dicts() == []
 
 
+WRAPPED = (
+    "void cutlass::device_kernel<mylib::enable_sm90<mylib::MyAttnFwdSm90<mylib::Mainloop<2, cute::C<128>>>>>(Params)"
+)
+
+
+def test_a_wrapper_templates_inner_kernel_counts_and_argument_types_do_not(inputs):
+    """A graph replay: an attention kernel inside a wrapper template (as FA3's cutlass::device_kernel<flash::
+    FlashAttnFwdSm90<...>>), between GEMMs; a norm kernel whose argument types say attention, FlashInfer's
+    norm and sampling kernels: only the wrapped kernel is named."""
+    layer = [(GEMM, 50_000), (WRAPPED, 200_000), (GEMM, 40_000)]
+    layer += [("void rms_norm_kernel<float>(mylib::AttnParams, float)", 10_000)]
+    layer += [("void flashinfer::norm::RMSNormKernel<8u, c10::BFloat16>(Params)", 10_000)]
+    layer += [("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u>(Params)", 20_000)]
+    with tracekit.load(inputs.file(_graph_trace(layer), "wrapped.json")) as trace:
+        rows = trace.query("attention_missed").to_dicts()
+    assert [(r["reason"], r["name"], r["occurrences"]) for r in rows] == [("unknown_attention_kernel", WRAPPED, 4)]
+    assert rows[0]["cause"].startswith("kernel name not in kernel_stages.csv")
+
+
 def test_a_broken_kernel_rule_on_a_real_graph_trace(load_shared, shared_dir, tmp_path):
     """The SGLang decode trace (HIP graphs: kernel rules alone find its attention) with a user rule that
     overrides the paged-attention kernel rule: the kernels are named, with the rule that left them other."""
