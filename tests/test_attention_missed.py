@@ -410,3 +410,29 @@ def test_a_kernel_whose_rule_counts_only_in_a_call(inputs):
         ("unknown_attention_kernel", "_fwd_kernel", 3)
     ]
     assert rows[0]["cause"].startswith("the kernel rule ^_fwd_kernel$ counts only inside an attention call")
+
+
+def test_a_module_call_around_an_unknown_core(inputs):
+    """Attention modules (a module rule makes each a call) around q/k/v and output projections and a custom op
+    whose kernel no rule knows: the calls have no attention kernel, and the kernel is named as their core."""
+    b = TraceBuilder(trace_name="coreless")
+    t = 10_000
+    for layer in range(2):
+        start = t
+        for op, kernel, dur in (
+            ("aten::linear", GEMM, 50_000),
+            ("_C::mixer", "void my_mixer_kernel<64>(Params)", 150_000),
+            ("aten::linear", GEMM, 40_000),
+        ):
+            t = b.op_with_kernels(op, t + 500, [(kernel, None, dur)]).end_ns
+        b.python_function(f"nn.Module: MyAttention_{layer}", start, t + 500 - start)
+        t = b.op_with_kernels("aten::addmm", t + 2_000, [(GEMM, None, 100_000)]).end_ns + 1_000  # the MLP
+    b.finish()
+    with tracekit.load(inputs.file(b, "coreless.json")) as trace:
+        assert len(trace.query("attention_calls").to_dicts()) == 2
+        rows = trace.query("attention_missed").to_dicts()
+    assert [(r["reason"], r["name"], r["occurrences"], r["cpu_op_name"]) for r in rows] == [
+        ("call_without_core", "nn.Module: MyAttention", 2, "_C::mixer")
+    ]
+    assert rows[0]["total_ns"] == 2 * 150_000
+    assert "void my_mixer_kernel, launched by _C::mixer" in rows[0]["cause"]

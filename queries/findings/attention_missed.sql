@@ -1,4 +1,4 @@
--- Work that looks like attention but lies outside every attention call.
+-- Work that looks like attention but was not attributed to it.
 --
 -- One row per trace, reason and name; each names the likely cause in words (cause). Reasons:
 -- softmax_between_matmuls: a softmax op (aten::softmax, _softmax, _safe_softmax, _masked_softmax)
@@ -19,7 +19,9 @@
 -- under such an op. block_without_projections: a forward call with attention kernels and no
 -- qkv_proj or out_proj GPU op whose stream holds GEMM kernels outside every call at most 4
 -- kernels before or after them (the nearest after; the nearest before and at most 2 more right
--- before it: separate q, k and v): the block's projections, left other. The finding fires for a
+-- before it: separate q, k and v): the block's projections, left other. call_without_core: a
+-- forward call with no attention kernel at all whose GPU ops include ones left other (a module
+-- call around an op and kernel no rule knows): the core is among them. The finding fires for a
 -- trace when its rows hold at least min_share_pct of its GPU op time (of its CPU op time, the
 -- top-level ops' summed duration, in a trace with no GPU op): a few stray kernels are no
 -- finding. Orphan GPU ops are left out. docs/attribution.md ("When attention may have been
@@ -27,11 +29,11 @@
 --
 -- @param min_share_pct DOUBLE = 1.0  Fire for a trace when its rows hold at least this share of its GPU (or CPU) op time.
 -- @column trace VARCHAR          Trace label.
--- @column reason VARCHAR         softmax_between_matmuls, unknown_attention_op, unknown_attention_kernel or block_without_projections.
+-- @column reason VARCHAR         softmax_between_matmuls, unknown_attention_op, unknown_attention_kernel, block_without_projections or call_without_core.
 -- @column name VARCHAR           What looks like attention: the pattern's three ops (QK^T > softmax > PV) or its softmax kernel, the op, the kernel, or the call's op.
 -- @column cpu_op_name VARCHAR    Innermost CPU op of a launch of its GPU ops (one of them; NULL: none, a graph replay).
 -- @column occurrences BIGINT     Patterns, ops, kernels or calls of this name and reason.
--- @column gpu_ops BIGINT         GPU ops outside every call left other that they stand for (the pattern's, the op's, the kernels, the GEMMs beside the calls).
+-- @column gpu_ops BIGINT         GPU ops left other that they stand for (outside every call: the pattern's, the op's, the kernels, the GEMMs beside the calls; inside: a coreless call's).
 -- @column total_ns BIGINT        Their summed duration, nanoseconds.
 -- @column share_pct DOUBLE       100 * total_ns / GPU op time of the trace (0 in a trace with no GPU op).
 -- @column cpu_ns BIGINT          CPU time of the patterns (first product's start to second product's end) or ops, nanoseconds; 0 for kernels and calls.
@@ -221,9 +223,11 @@ attention_kernel_rows AS (
     WHERE n.attention_like AND NOT n.softmax_kernel AND f.id NOT IN (SELECT id FROM attention_op_gpu)
     GROUP BY f.trace_id, f.name
 ),
--- (d) Forward calls with attention kernels and no projection, with free GEMMs right beside them on the stream.
+-- (d) Forward calls with attention kernels and no projection, with free GEMMs right beside them on the stream. A
+-- module call's op without its instance number (nn.Module: Qwen3Attention_3): one row per class.
 bare_calls AS (
-    SELECT c.call_id, c.trace_id, c.op, c.call_source
+    SELECT c.call_id, c.trace_id,
+           CASE WHEN c.call_source = 'module' THEN regexp_replace(c.op, '_[0-9]+$', '') ELSE c.op END AS op, c.call_source
     FROM attention_calls c
     WHERE counts_as_call(c.direction) AND c.attention_kernel_ns > 0
       AND NOT EXISTS (SELECT 1 FROM gpu g WHERE g.call_id = c.call_id AND g.stage IN ('qkv_proj', 'out_proj'))
@@ -263,12 +267,28 @@ bare_rows AS (
     FROM bare_gemms b JOIN free f USING (id)
     GROUP BY b.trace_id, b.op
 ),
+-- (d) Forward calls with no attention kernel at all whose GPU ops include ones left other: the core is among them.
+coreless_ops AS (
+    SELECT c.trace_id, CASE WHEN c.call_source = 'module' THEN regexp_replace(c.op, '_[0-9]+$', '') ELSE c.op END AS op, c.call_id, g.id, g.name, g.dur_ns, g.cpu_op_name
+    FROM attention_calls c JOIN gpu g ON g.call_id = c.call_id AND g.stage = 'other'
+    WHERE counts_as_call(c.direction) AND coalesce(c.attention_kernel_ns, 0) = 0
+),
+coreless_rows AS (
+    SELECT trace_id, 'call_without_core' AS reason, op AS name, arg_max(cpu_op_name, dur_ns) AS cpu_op_name,
+           count(DISTINCT call_id) AS occurrences, count(*) AS gpu_ops, sum(dur_ns) AS total_ns, 0 AS cpu_ns,
+           'attention calls with no attention kernel, whose GPU ops left other hold the core (the heaviest: '
+           || kernel_base(arg_max(name, dur_ns)) || ', launched by ' || coalesce(arg_max(cpu_op_name, dur_ns), 'no op')
+           || '): a kernel_stages.csv rule (attention yes) for the kernel, or an op_stages.csv rule for its op' AS cause
+    FROM coreless_ops
+    GROUP BY trace_id, op
+),
 found AS (
     SELECT * FROM softmax_op_rows
     UNION ALL SELECT * FROM softmax_kernel_rows
     UNION ALL SELECT * FROM attention_op_rows
     UNION ALL SELECT * FROM attention_kernel_rows
     UNION ALL SELECT * FROM bare_rows
+    UNION ALL SELECT * FROM coreless_rows
 ),
 shared AS (
     SELECT f.*, coalesce(100.0 * f.total_ns / nullif(t.gpu_ns, 0), 0) AS share,
