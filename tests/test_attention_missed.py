@@ -436,3 +436,31 @@ def test_a_module_call_around_an_unknown_core(inputs):
     ]
     assert rows[0]["total_ns"] == 2 * 150_000
     assert "void my_mixer_kernel, launched by _C::mixer" in rows[0]["cause"]
+
+
+def test_an_unknown_op_holding_an_eager_core_counts_its_gpu_ops_once(inputs):
+    """An op named like attention (as nn.MultiheadAttention's fast path, aten::_native_multi_head_attention)
+    whose input and output projections surround bmm, softmax, bmm: the op-order pattern makes the core a
+    call; the projections beside it are the op's, named once (not again as a call without projections)."""
+    b = TraceBuilder(trace_name="mha_like")
+    t = 10_000
+    for _ in range(2):
+        op = b.cpu_op("mylib::multi_head_attention", t, None)
+        t += 500
+        for name, kernel, dur in (
+            ("aten::addmm", GEMM, 60_000),
+            ("aten::bmm", GEMM, 30_000),
+            ("aten::softmax", SOFTMAX_KERNEL, 20_000),
+            ("aten::bmm", GEMM, 30_000),
+            ("aten::addmm", GEMM, 50_000),
+        ):
+            t = b.op_with_kernels(name, t, [(kernel, None, dur)]).end_ns + 500
+        b.close(op, t)
+        t += 1_000
+    b.finish()
+    with tracekit.load(inputs.file(b, "mha_like.json")) as trace:
+        assert [c["call_source"] for c in trace.query("attention_calls").to_dicts()] == ["eager", "eager"]
+        rows = trace.query("attention_missed").to_dicts()
+    assert [(r["reason"], r["name"], r["occurrences"], r["gpu_ops"], r["total_ns"]) for r in rows] == [
+        ("unknown_attention_op", "mylib::multi_head_attention", 2, 4, 2 * 110_000)
+    ]

@@ -21,7 +21,9 @@
 -- kernels before or after them (the nearest after; the nearest before and at most 2 more right
 -- before it: separate q, k and v): the block's projections, left other. call_without_core: a
 -- forward call with no attention kernel at all whose GPU ops include ones left other (a module
--- call around an op and kernel no rule knows): the core is among them. The finding fires for a
+-- call around an op and kernel no rule knows): the core is among them. A GPU op counts in one
+-- row: one under an unknown attention op in that op's alone. CPU recordings (no GPU op) are
+-- checked for the softmax pattern only, on CPU time. The finding fires for a
 -- trace when its rows hold at least min_share_pct of its GPU op time (of its CPU op time, the
 -- top-level ops' summed duration, in a trace with no GPU op): a few stray kernels are no
 -- finding. Orphan GPU ops are left out. docs/attribution.md ("When attention may have been
@@ -83,6 +85,24 @@ seq AS MATERIALIZED (
            coalesce(m.gemm, false) AND g.call_id IS NULL AND g.stage = 'other' AS free_gemm
     FROM gpu g LEFT JOIN gemm_names m USING (name)
 ),
+-- (c) Ops named like attention that no op rule made a call, with GPU ops under them left other. Their GPU ops are
+-- theirs alone: the other reasons leave them out (the op rule is the fix).
+op_names AS (
+    SELECT name FROM (SELECT DISTINCT name FROM cpu_slices WHERE kind = 'cpu_op')
+    WHERE regexp_matches(regexp_replace(name, '(?i)flashinfer', '', 'g'), '(?i)attn|attention|fmha|flash|(^|[^a-z])mha|sdpa|paged|xqa|(^|[^a-z])sage_?(attn|fwd|bwd)')
+),
+attention_ops AS (
+    SELECT s.id, s.trace_id, s.pid, s.tid, s.name, s.ts_ns, s.end_ns, s.dur_ns
+    FROM cpu_slices s JOIN cpu_stages c USING (id)
+    WHERE s.kind = 'cpu_op' AND c.call_id IS NULL AND c.stage = 'other' AND s.name IN (SELECT name FROM op_names)
+      AND NOT EXISTS (SELECT 1 FROM cpu_slices p WHERE p.id = s.op_id AND p.name IN (SELECT name FROM op_names))
+),
+attention_op_gpu AS MATERIALIZED (
+    SELECT o.id AS op_id, f.id, f.dur_ns, f.cpu_op_name
+    FROM attention_ops o JOIN free f
+      ON f.launch_pid = o.pid AND f.launch_tid = o.tid AND f.trace_id = o.trace_id
+     AND f.launch_ts_ns >= o.ts_ns AND f.launch_ts_ns <= o.end_ns
+),
 -- (a) Softmax ops outside every call (the outermost of nested ones) and their siblings on the thread.
 softmax_ops AS (
     SELECT s.id, s.trace_id, s.pid, s.tid, s.parent_id, s.name
@@ -129,6 +149,7 @@ op_pattern_gpu AS (
     FROM op_patterns p JOIN free f
       ON f.launch_pid = p.pid AND f.launch_tid = p.tid AND f.trace_id = p.trace_id
      AND f.launch_ts_ns >= p.ts_ns AND f.launch_ts_ns <= p.end_ns
+    WHERE f.id NOT IN (SELECT id FROM attention_op_gpu)
     ORDER BY f.id, p.sm_id
 ),
 softmax_op_rows AS (
@@ -166,6 +187,7 @@ kernel_pattern_gpu AS (
     FROM kernel_patterns p
     JOIN seq q ON q.trace_id = p.trace_id AND q.device = p.device AND q.stream = p.stream AND q.k BETWEEN p.k0 AND p.k1
     JOIN free f ON f.id = q.id
+    WHERE f.id NOT IN (SELECT id FROM attention_op_gpu)
     ORDER BY f.id, p.sm_id
 ),
 softmax_kernel_rows AS (
@@ -174,23 +196,6 @@ softmax_kernel_rows AS (
            'a softmax kernel between two GEMM kernels on its stream outside every call, with no softmax op: attention in a graph replay or compiled region whose kernels no rule names; add kernel_stages.csv rules for them' AS cause
     FROM kernel_pattern_gpu
     GROUP BY trace_id, name
-),
--- (c) Ops named like attention that no op rule made a call, with GPU ops under them left other.
-op_names AS (
-    SELECT name FROM (SELECT DISTINCT name FROM cpu_slices WHERE kind = 'cpu_op')
-    WHERE regexp_matches(regexp_replace(name, '(?i)flashinfer', '', 'g'), '(?i)attn|attention|fmha|flash|(^|[^a-z])mha|sdpa|paged|xqa|(^|[^a-z])sage_?(attn|fwd|bwd)')
-),
-attention_ops AS (
-    SELECT s.id, s.trace_id, s.pid, s.tid, s.name, s.ts_ns, s.end_ns, s.dur_ns
-    FROM cpu_slices s JOIN cpu_stages c USING (id)
-    WHERE s.kind = 'cpu_op' AND c.call_id IS NULL AND c.stage = 'other' AND s.name IN (SELECT name FROM op_names)
-      AND NOT EXISTS (SELECT 1 FROM cpu_slices p WHERE p.id = s.op_id AND p.name IN (SELECT name FROM op_names))
-),
-attention_op_gpu AS (
-    SELECT o.id AS op_id, f.id, f.dur_ns, f.cpu_op_name
-    FROM attention_ops o JOIN free f
-      ON f.launch_pid = o.pid AND f.launch_tid = o.tid AND f.trace_id = o.trace_id
-     AND f.launch_ts_ns >= o.ts_ns AND f.launch_ts_ns <= o.end_ns
 ),
 attention_op_rows AS (
     SELECT o.trace_id, 'unknown_attention_op' AS reason, o.name, min(g.cpu_op_name) AS cpu_op_name,
@@ -252,6 +257,7 @@ bare_gemms AS (
     FROM bare_near e JOIN seq q
       ON q.trace_id = e.trace_id AND q.device = e.device AND q.stream = e.stream AND q.free_gemm
      AND (q.k BETWEEN e.kb - 2 AND e.kb OR q.k = e.ka)
+    WHERE q.id NOT IN (SELECT id FROM attention_op_gpu)
     ORDER BY q.id, e.call_id
 ),
 bare_rows AS (
