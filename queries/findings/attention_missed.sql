@@ -1,33 +1,40 @@
 -- Work that looks like attention but was not attributed to it.
 --
 -- One row per trace, reason and name; each names the likely cause in words (cause). Reasons:
+--
 -- softmax_between_matmuls: a softmax op (aten::softmax, _softmax, _safe_softmax, _masked_softmax)
--- outside every call whose nearest sibling product before it (bmm, matmul, baddbmm, einsum; at
--- most 32 sibling ops back) and after it (at most 8 ahead) on its thread has no projection,
--- softmax or log_softmax between: eager attention the op-order pattern could not confirm (no
--- recorded shapes and more than three ops between, or shapes that do not read as QK^T and PV);
--- or, with no CPU op of its own (graph replays, compiled regions), a softmax kernel outside
--- every call with a GEMM kernel outside every call at most 8 kernels before it and 4 after it on
--- its stream. Its GPU time is the pattern's: the GPU ops from the first product to the second
--- left other. A classifier's or LM head's softmax (a linear before it, no product after it)
--- and log_softmax, cross_entropy and nll_loss never count. unknown_attention_op: a CPU op
--- outside every call named like attention (attn, attention, fmha, flash, mha, sdpa, paged,
--- xqa, sage_fwd, sageattn) that no op rule made a call, with GPU ops under it left other.
--- unknown_attention_kernel: a kernel outside every call named like attention (the words above and fwd_kernel; in the
--- kernel's name up to its first argument list, so a wrapper template's inner kernel counts;
--- FlashInfer's library name alone does not) that no rule made an attention kernel, and not
--- under such an op. block_without_projections: a forward call with attention kernels and no
--- qkv_proj or out_proj GPU op whose stream holds GEMM kernels outside every call at most 4
--- kernels before or after them (the nearest after; the nearest before and at most 2 more right
--- before it: separate q, k and v): the block's projections, left other. call_without_core: a
--- forward call with no attention kernel at all whose GPU ops include ones left other (a module
--- call around an op and kernel no rule knows): the core is among them. A GPU op counts in one
--- row: one under an unknown attention op in that op's alone. CPU recordings (no GPU op) are
--- checked for the softmax pattern only, on CPU time. The finding fires for a
--- trace when its rows hold at least min_share_pct of its GPU op time (of its CPU op time, the
--- top-level ops' summed duration, in a trace with no GPU op): a few stray kernels are no
--- finding. Orphan GPU ops are left out. docs/attribution.md ("When attention may have been
--- missed") says what to do for each.
+-- outside every call whose nearest sibling product before it (bmm, matmul, baddbmm, einsum; at most 32
+-- sibling ops back) and after it (at most 8 ahead) on its thread, both outside every call, has no
+-- projection, softmax, loss or op of a call between: eager attention the op-order pattern could not
+-- confirm (no recorded shapes and more than three ops between, or shapes that do not read as QK^T and
+-- PV); or, with no CPU op of its own (graph replays, compiled regions), a softmax kernel outside every
+-- call with a GEMM kernel outside every call at most 8 kernels before it and 4 after it on its stream.
+-- Its GPU time is the pattern's: the GPU ops from the first product to the second left other. A
+-- classifier's or LM head's softmax (a linear before it, no product after it) and log_softmax,
+-- cross_entropy and nll_loss never count.
+--
+-- unknown_attention_op: a CPU op outside every call named like attention (attn, attention, fmha, flash,
+-- mha, sdpa, paged, xqa, sage_fwd, sageattn) that no op rule made a call, with GPU ops under it left
+-- other.
+--
+-- unknown_attention_kernel: a kernel outside every call named like attention (the words above and
+-- fwd_kernel; in the kernel's name up to its first argument list, so a wrapper template's inner kernel
+-- counts; FlashInfer's library name alone does not) that no rule made an attention kernel, and not
+-- under such an op.
+--
+-- block_without_projections: a forward call with attention kernels and no qkv_proj or out_proj GPU op
+-- whose stream holds GEMM kernels outside every call at most 4 kernels before or after them (the
+-- nearest after; the nearest before and at most 2 more right before it: separate q, k and v): the
+-- block's projections, left other.
+--
+-- call_without_core: a forward call with no attention kernel at all whose GPU ops include ones left
+-- other (a module call around an op and kernel no rule knows): the core is among them.
+--
+-- A GPU op counts in one row: one under an unknown attention op is that op's alone. CPU recordings (no
+-- GPU op) are checked for the softmax pattern only, on CPU time. The finding fires for a trace when its
+-- rows hold at least min_share_pct of its GPU op time (of its CPU op time, the top-level ops' summed
+-- duration, in a trace with no GPU op): a few stray kernels are no finding. Orphan GPU ops are left
+-- out. docs/attribution.md ("When attention may have been missed") says what to do for each.
 --
 -- @param min_share_pct DOUBLE = 1.0  Fire for a trace when its rows hold at least this share of its GPU (or CPU) op time.
 -- @column trace VARCHAR          Trace label.
@@ -275,7 +282,8 @@ bare_rows AS (
 ),
 -- (d) Forward calls with no attention kernel at all whose GPU ops include ones left other: the core is among them.
 coreless_ops AS (
-    SELECT c.trace_id, CASE WHEN c.call_source = 'module' THEN regexp_replace(c.op, '_[0-9]+$', '') ELSE c.op END AS op, c.call_id, g.id, g.name, g.dur_ns, g.cpu_op_name
+    SELECT c.trace_id, c.call_id, g.id, g.name, g.dur_ns, g.cpu_op_name,
+           CASE WHEN c.call_source = 'module' THEN regexp_replace(c.op, '_[0-9]+$', '') ELSE c.op END AS op
     FROM attention_calls c JOIN gpu g ON g.call_id = c.call_id AND g.stage = 'other'
     WHERE counts_as_call(c.direction) AND coalesce(c.attention_kernel_ns, 0) = 0
 ),
