@@ -176,9 +176,10 @@ def test_a_broken_sage_rule_on_the_compiled_flux_trace(shared_dir, tmp_path):
 # --- (a) softmax between two products outside every call ---------------------------------------------------
 
 
-def _eager_layers(between: tuple[str, ...], *, shapes: bool) -> TraceBuilder:
+def _eager_layers(between: tuple[str, ...], *, shapes: bool, v_rows: int = 128) -> TraceBuilder:
     """Two layers of eager attention as sibling ops: bmm, the ops ``between``, softmax, bmm; then an output
-    GEMM and an LM head (addmm, softmax). With ``shapes``, [8, 128, 64] heads (their dims agree)."""
+    GEMM and an LM head (addmm, softmax). With ``shapes``, [8, 128, 64] heads (their dims agree unless
+    ``v_rows`` is not 128)."""
     b = TraceBuilder(trace_name="eager")
     t = 10_000
 
@@ -193,7 +194,7 @@ def _eager_layers(between: tuple[str, ...], *, shapes: bool) -> TraceBuilder:
         for name in between:
             op(name, "void at::native::vectorized_elementwise_kernel<4>", 5_000, [[8, 128, 128], []])
         op("aten::softmax", SOFTMAX_KERNEL, 20_000, [[8, 128, 128], [], []])
-        op("aten::bmm", GEMM, 40_000, [[8, 128, 128], [8, 128, 64]])
+        op("aten::bmm", GEMM, 40_000, [[8, 128, 128], [8, v_rows, 64]])
         op("aten::addmm", GEMM, 60_000, [[512], [128, 512], [512, 512]])
     op("aten::addmm", GEMM, 200_000, [[1000], [1, 512], [512, 1000]])  # the LM head
     op("aten::softmax", SOFTMAX_KERNEL, 30_000, [[1, 1000], [], []])
@@ -216,6 +217,16 @@ def test_eager_softmax_the_pattern_could_not_confirm(inputs):
     assert "recorded without shapes" in rows[0]["cause"] and "up to 5 ops between it and a product" in rows[0]["cause"]
     assert rows[0]["cpu_ns"] > 0 and rows[0]["cpu_share_pct"] > 0
     assert "aten::bmm > aten::softmax > aten::bmm" in fired["attention_missed"].message
+
+
+def test_eager_softmax_whose_shapes_disagree(inputs):
+    """Recorded shapes that do not read as QK^T and PV (V's rows are not the scores' columns): no call, and
+    the cause says the shapes, not record_shapes."""
+    with tracekit.load(inputs.file(_eager_layers(LOOSE, shapes=True, v_rows=64), "mismatch.json")) as trace:
+        assert trace.query("attention_calls").to_dicts() == []
+        rows = trace.query("attention_missed").to_dicts()
+    assert [(r["reason"], r["occurrences"]) for r in rows] == [("softmax_between_matmuls", 2)]
+    assert "recorded shapes do not read as QK^T and PV" in rows[0]["cause"]
 
 
 def test_eager_attention_the_pattern_found(inputs):
