@@ -15,7 +15,6 @@ import pytest
 from synthetic import TraceBuilder, tiny_llama
 
 import tracekit
-from tracekit.analysis import findings
 
 CORE = ("qkv_proj", "qk_matmul", "softmax", "pv_matmul", "out_proj", "fused_attention")
 
@@ -298,24 +297,6 @@ def test_inductor_kernels_inside_a_module_call_are_read_by_their_fused_ops(tmp_p
         calls = trace.query("attention_calls").to_dicts()
     assert got == truth
     assert len(calls) == 1 and calls[0]["op"] == "nn.Module: FluxAttention_0"
-
-
-def test_attention_missed_names_an_unknown_attention_kernel(tmp_path):
-    b = TraceBuilder(trace_name="unknown_attention")
-    t = 10_000
-    for _ in range(3):
-        r = b.op_with_kernels("mylib::fancy_attention", t, [("my_fused_attn_kernel", None, 400_000)])
-        t = r.end_ns + 1_000
-        r = b.op_with_kernels("aten::addmm", t, [("gemm_kernel", None, 100_000)])
-        t = r.end_ns + 1_000
-    b.finish()
-    b.write(tmp_path / "t.json")
-    with tracekit.load(tmp_path / "t.json") as trace:
-        rows = trace.query("attention_missed").to_dicts()
-        fired = {f.id: f for f in findings.run(trace)}
-    assert [(r["reason"], r["name"], r["gpu_ops"]) for r in rows] == [("outside_call", "my_fused_attn_kernel", 3)]
-    assert rows[0]["share_pct"] == pytest.approx(80.0, abs=0.5)
-    assert "my_fused_attn_kernel" in fired["attention_missed"].message
 
 
 # --- Shared real traces: the expected stage of every GPU op in an attention scope -----
