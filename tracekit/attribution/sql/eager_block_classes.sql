@@ -14,6 +14,9 @@
 -- - G, a reshape of heads (a view, split, slice, transpose, ... of a tensor whose last dim is a multiple of D);
 -- - N, neither end nor start: an op on no tensor of 2+ dims, a quantization (a value conversion), or a
 --   constant multiple of a [.., n * D] tensor (OPT's q pre-scale);
+-- - M, a mask or the probabilities: tensors [.., Skv] or [.., Sq or 1, Skv], one of them 2-D, broadcasting a
+--   row or holding the core's batch x heads (nn.MultiheadAttention's key_padding_mask merged into its
+--   attn_mask before the core, its weights averaged over the heads after it): neither end nor start;
 -- - R, a tensor-parallel reduction (tp_reduction);
 -- - X, anything else (a norm, a residual add, an MLP op).
 --
@@ -23,7 +26,7 @@
 -- @param named_head_stages LIST    Stages whose named ops are head ops whatever their shapes (eager.NAMED_HEAD_STAGES).
 -- @reads _eager_found, _eager_siblings, _eager_call_ops, _op_match
 -- @creates _eager_block_cores      The cores: qk_id (the first product's id, or the call op's), qk_i, pv_i (its first and last sibling number), lane, parent_id, d, sq, skv, qb, qh, qrank, shaped.
--- @creates _eager_sibling_classes  Per core and sibling in reach (i): cls (P, B, G, N, R, X), gemm (a projection's widths), last_dims (an X before the core: its tensors' last dims), prev_pv_i.
+-- @creates _eager_sibling_classes  Per core and sibling in reach (i): cls (P, B, G, N, M, R, X), gemm (a projection's widths), last_dims (an X before the core: its tensors' last dims), prev_pv_i.
 CREATE OR REPLACE TEMP TABLE _eager_block_cores AS
 SELECT f.qk_id, f.qk_i, f.pv_i, f.lane, q.parent_id, f.a_inner AS d, f.sq, f.skv,
        {{include attribution/operand_dim op=q path=$[0][0] bias_path=$[1][0]}} AS qb,
@@ -90,8 +93,21 @@ SELECT *,
             -- q scaled by a constant right after its projection (OPT, BART): [B, S, n * D] times a scalar.
             WHEN regexp_matches(name, '^aten::(mul|div)_?$') AND json_array_length(input_dims) >= 2
                  AND json_array_length(input_dims->'$[1]') = 0 AND heads_wide THEN 'N'
+            -- A mask or the probabilities: every tensor of 2+ dims is [.., Skv] (2-D) or [.., Sq or 1, Skv],
+            -- and one is 2-D, broadcasts a row ([.., 1, Skv]) or holds the core's batch x heads
+            -- (nn.MultiheadAttention: key_padding_mask [B, S] merged into attn_mask [Sq, Skv] as
+            -- [B * H, 1, Skv]; the weights [B * H, Sq, Skv] averaged over the heads as [B, H, Sq, Skv]).
+            WHEN sq IS NOT NULL AND skv IS NOT NULL
+                 AND len(list_filter(shapes, lambda s: len(s) >= 2)) > 0
+                 AND len(list_filter(shapes, lambda s: len(s) >= 2
+                                     AND NOT coalesce(s[-1] = skv AND (len(s) = 2 OR s[-2] IN (sq, 1)), false))) = 0
+                 AND len(list_filter(shapes, lambda s: len(s) = 2 OR len(s) >= 3 AND s[-2] = 1
+                                     OR len(s) = 3 AND s[1] = bh OR len(s) = 4 AND s[1] * s[2] = bh)) > 0
+                 THEN 'M'
             ELSE 'X' END AS cls
 -- A tensor of 2+ dims whose last is a multiple of D (heads side by side, or all of them).
-FROM (SELECT *, len(list_filter(shapes, lambda s: len(s) >= 2 AND s[-1] % d = 0)) > 0 AS heads_wide
+FROM (SELECT *, len(list_filter(shapes, lambda s: len(s) >= 2 AND s[-1] % d = 0)) > 0 AS heads_wide,
+             -- the core's batch x heads: a 4-D query's B * H, a 3-D product's first dim
+             CASE WHEN qrank = 4 THEN qb * qh WHEN qrank = 3 THEN qb END AS bh
       FROM rows)
 ) r;

@@ -1,9 +1,13 @@
 -- Where each core's block ends (after the core) and starts (before it, after the previous block's end).
 --
 -- The block ends at the first projection after the core when no X or R comes before it (o_proj), with the
--- R right after it if there is one (a row-parallel o_proj's all-reduce), else at the last head op (B) after
--- the core. It starts at the first P or B after the last X or R before the core (Hugging Face Llama:
--- q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat), but an X between two
+-- R right after it if there is one (a row-parallel o_proj's all-reduce) and the reshapes (G) and probability
+-- ops (M) right after those (nn.MultiheadAttention's output view, its weights averaged over the heads), else
+-- at the last head op (B) after the core. It starts at the first P or B after the last X or R before the
+-- core (Hugging Face Llama: q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat), with
+-- the mask ops (M) and reshapes (G) right before it (nn.MultiheadAttention's key_padding_mask made float, its
+-- batch_first input transposed); mask ops between it and the core (the key_padding_mask merged into the
+-- attn_mask) neither end nor start it. An X between two
 -- projections that read the same width (after the previous block), on tensors as wide as the first one's
 -- output or its per-row statistics, works on what that projection made (OLMo-2's q_norm and k_norm over
 -- [B, S, H * D] rows between q_proj, k_proj and v_proj) and does not count.
@@ -17,8 +21,8 @@ WITH after AS (
            min(i) FILTER (WHERE i > pv_i AND cls = 'P') AS first_p
     FROM _eager_sibling_classes GROUP BY qk_id
 ),
-ends AS (
-    SELECT w.qk_id, w.pv_i,
+proj_end AS (
+    SELECT w.qk_id, w.pv_i, a.first_p < coalesce(a.first_x, 9e18) AS by_proj,
            CASE WHEN a.first_p < coalesce(a.first_x, 9e18)
                 -- (with the reduction right after it, if any)
                 THEN a.first_p + count(*) FILTER (WHERE w.i = a.first_p + 1 AND w.cls = 'R')
@@ -26,6 +30,17 @@ ends AS (
                                                AND w.i < coalesce(a.first_x, 9e18)
                                                AND w.i < coalesce(a.first_p, 9e18)), w.pv_i) END AS end_i
     FROM _eager_sibling_classes w JOIN after a USING (qk_id) GROUP BY w.qk_id, w.pv_i, a.first_p, a.first_x
+),
+-- After the output projection, the run of reshapes (G) and probability ops (M) right after it: the output's
+-- view back to [S, B, E] and nn.MultiheadAttention's weights, viewed and averaged over the heads.
+ends AS (
+    SELECT e.qk_id, e.pv_i,
+           CASE WHEN e.by_proj
+                THEN coalesce(min(w.i) FILTER (WHERE w.i > e.end_i AND w.cls NOT IN ('G', 'M')),
+                              max(w.i) FILTER (WHERE w.i > e.end_i) + 1, e.end_i + 1) - 1
+                ELSE e.end_i END AS end_i
+    FROM proj_end e LEFT JOIN _eager_sibling_classes w USING (qk_id)
+    GROUP BY e.qk_id, e.pv_i, e.by_proj, e.end_i
 ),
 prev AS (  -- where the block before it on the thread ends
     SELECT f.qk_id, lag(coalesce(e.end_i, f.pv_i)) OVER (PARTITION BY f.lane, f.parent_id ORDER BY f.qk_i)
@@ -52,11 +67,21 @@ bound AS (
                AS last_x
     FROM near GROUP BY qk_id
 ),
-starts AS (
+first_ph AS (
     SELECT w.qk_id, min(w.i) AS start_i
     FROM _eager_sibling_classes w JOIN bound b USING (qk_id)
     WHERE w.i < w.qk_i AND w.cls IN ('P', 'B') AND w.i > coalesce(b.last_x, -1)
     GROUP BY w.qk_id
+),
+-- With the run of mask ops (M) and reshapes (G) right before it: nn.MultiheadAttention turns a boolean
+-- key_padding_mask into a float one (zeros_like, masked_fill_) and transposes a batch_first input before
+-- its in-projection.
+starts AS (
+    SELECT s.qk_id,
+           coalesce(max(w.i) FILTER (WHERE w.i < s.start_i AND w.cls NOT IN ('M', 'G')),
+                    min(w.i) - 1, s.start_i - 1) + 1 AS start_i
+    FROM first_ph s LEFT JOIN _eager_sibling_classes w ON w.qk_id = s.qk_id AND w.i < s.start_i
+    GROUP BY s.qk_id, s.start_i
 )
 SELECT f.qk_id, coalesce(s.start_i, f.qk_i) AS start_i, coalesce(e.end_i, f.pv_i) AS end_i, p.prev_end
 FROM _eager_block_cores f LEFT JOIN ends e USING (qk_id) LEFT JOIN starts s USING (qk_id) JOIN prev p USING (qk_id);

@@ -3,10 +3,11 @@
 -- A softmax counts when it is the outermost (its parent is no softmax) and no call holds it; its name is
 -- matched per distinct op name, not per row. A call op (SDPA, flash_attn, a serving op) counts when it is
 -- the outermost call op, not a backward op (a backward op's siblings are autograd's nodes, not its forward's
--- block), and its recorded query has 3 or more dims: unlabelled, the call is the op alone until its block
--- widens it. The last statement counts both (none: nothing more to do).
+-- block) nor one that holds its own projections, and its recorded query has 3 or more dims: unlabelled, the
+-- call is the op alone until its block widens it. The last statement counts both (none: nothing more to do).
 --
--- @param softmax TEXT        A softmax op's name (eager.SOFTMAX).
+-- @param softmax TEXT         A softmax op's name (eager.SOFTMAX).
+-- @param self_contained TEXT  A call op that holds its own projections, never widened (eager.SELF_CONTAINED).
 -- @reads cpu_slices, _cpu, _marked, _slice_marks
 -- @creates _eager_softmax    The softmaxes: id, parent_id, lane, pos, input_dims.
 -- @creates _eager_call_ops   The call ops: id, name, parent_id, lane, d (the query's head dim), qrank (its dims), qb, qh (batch and heads), sq, skv (of a [B, H, S, D] query).
@@ -35,6 +36,9 @@ FROM (
     WHERE m.is_call AND m.kind = 'cpu_op' AND s.input_dims IS NOT NULL
       -- A backward op's siblings are autograd's nodes, not its forward's block.
       AND NOT regexp_matches(s.name, '_backward')
+      -- An op that holds its own projections (nn.MultiheadAttention's fast path: its query is [B, S, E],
+      -- no head dim) is its block.
+      AND NOT regexp_matches(s.name, {{self_contained}})
       AND m.id NOT IN (SELECT x.x FROM _slice_marks x JOIN _marked o ON o.mkey = x.mkey
                        WHERE o.is_call AND o.mkey <> x.x)
 ) WHERE qrank >= 3 AND TRY_CAST(json_extract_string(dims, '$[0][#-1]') AS BIGINT) > 0;
