@@ -5,8 +5,9 @@
 -- ops (M) right after those (nn.MultiheadAttention's output view, its weights averaged over the heads), else
 -- at the last head op (B) after the core. It starts at the first P or B after the last X or R before the
 -- core (Hugging Face Llama: q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat), with
--- the mask ops (M) and reshapes (G) right before it (nn.MultiheadAttention's key_padding_mask made float, its
--- batch_first input transposed); mask ops between it and the core (the key_padding_mask merged into the
+-- the mask ops (M), reshapes (G) and ops on no tensor of 2+ dims (N) right before it, or before the core
+-- without either (nn.MultiheadAttention's key_padding_mask made float, its batch_first input transposed, its
+-- in-projection bias split); mask ops between it and the core (the key_padding_mask merged into the
 -- attn_mask) neither end nor start it. An X between two
 -- projections that read the same width (after the previous block), on tensors as wide as the first one's
 -- output or its per-row statistics, works on what that projection made (OLMo-2's q_norm and k_norm over
@@ -68,18 +69,19 @@ bound AS (
     FROM near GROUP BY qk_id
 ),
 first_ph AS (
-    SELECT w.qk_id, min(w.i) AS start_i
-    FROM _eager_sibling_classes w JOIN bound b USING (qk_id)
-    WHERE w.i < w.qk_i AND w.cls IN ('P', 'B') AND w.i > coalesce(b.last_x, -1)
-    GROUP BY w.qk_id
+    SELECT f.qk_id, coalesce(min(w.i), f.qk_i) AS start_i
+    FROM _eager_block_cores f LEFT JOIN bound b USING (qk_id)
+    LEFT JOIN _eager_sibling_classes w
+      ON w.qk_id = f.qk_id AND w.i < w.qk_i AND w.cls IN ('P', 'B') AND w.i > coalesce(b.last_x, -1)
+    GROUP BY f.qk_id, f.qk_i
 ),
--- With the run of mask ops (M) and reshapes (G) right before it: nn.MultiheadAttention turns a boolean
--- key_padding_mask into a float one (zeros_like, masked_fill_) and transposes a batch_first input before
--- its in-projection.
+-- With the run of mask ops (M), reshapes (G) and ops on no tensor of 2+ dims (N) right before it:
+-- nn.MultiheadAttention makes a boolean key_padding_mask float (zeros_like, masked_fill_), transposes a
+-- batch_first input and splits its in-projection's bias before its in-projection.
 starts AS (
     SELECT s.qk_id,
-           coalesce(max(w.i) FILTER (WHERE w.i < s.start_i AND w.cls NOT IN ('M', 'G')),
-                    min(w.i) - 1, s.start_i - 1) + 1 AS start_i
+           coalesce(max(w.i) FILTER (WHERE w.cls NOT IN ('M', 'G', 'N')), min(w.i) - 1, s.start_i - 1) + 1
+               AS start_i
     FROM first_ph s LEFT JOIN _eager_sibling_classes w ON w.qk_id = s.qk_id AND w.i < s.start_i
     GROUP BY s.qk_id, s.start_i
 )
