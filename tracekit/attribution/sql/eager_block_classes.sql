@@ -26,7 +26,7 @@
 -- @param named_head_stages LIST    Stages whose named ops are head ops whatever their shapes (eager.NAMED_HEAD_STAGES).
 -- @reads _eager_found, _eager_siblings, _eager_call_ops, _op_match
 -- @creates _eager_block_cores      The cores: qk_id (the first product's id, or the call op's), qk_i, pv_i (its first and last sibling number), lane, parent_id, d, sq, skv, qb, qh, qrank, shaped.
--- @creates _eager_sibling_classes  Per core and sibling in reach (i): cls (P, B, G, N, M, R, X), gemm (a projection's widths), last_dims (an X before the core: its tensors' last dims), prev_pv_i.
+-- @creates _eager_sibling_classes  Per core and sibling in reach (i): cls (P, B, G, N, M, R, X), gemm (a projection's widths), max_rank (its tensors' most dims), last_dims (an X before the core: its tensors' last dims), prev_pv_i.
 CREATE OR REPLACE TEMP TABLE _eager_block_cores AS
 SELECT f.qk_id, f.qk_i, f.pv_i, f.lane, q.parent_id, f.a_inner AS d, f.sq, f.skv,
        {{include attribution/operand_dim op=q path=$[0][0] bias_path=$[1][0]}} AS qb,
@@ -64,6 +64,7 @@ rows AS (
 )
 -- (A projection's widths, the last dims of the others before the core: see attribution/eager_block_ends.)
 SELECT qk_id, qk_i, pv_i, i, prev_pv_i, cls, CASE WHEN cls = 'P' THEN gemm END AS gemm,
+       coalesce(list_max(list_transform(shapes, lambda s: len(s))), 0) AS max_rank,
        CASE WHEN cls = 'X' AND i < qk_i THEN list_distinct(list_transform(shapes, lambda s: s[-1])) END
            AS last_dims
 FROM (

@@ -4,14 +4,14 @@
 -- R right after it if there is one (a row-parallel o_proj's all-reduce) and the reshapes (G) and probability
 -- ops (M) right after those (nn.MultiheadAttention's output view, its weights averaged over the heads), else
 -- at the last head op (B) after the core. It starts at the first P or B after the last X or R before the
--- core (Hugging Face Llama: q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat), with
--- the mask ops (M), reshapes (G) and ops on no tensor of 2+ dims (N) right before it, or before the core
--- without either (nn.MultiheadAttention's key_padding_mask made float, its batch_first input transposed, its
--- in-projection bias split); mask ops between it and the core (the key_padding_mask merged into the
--- attn_mask) neither end nor start it. An X between two
--- projections that read the same width (after the previous block), on tensors as wide as the first one's
--- output or its per-row statistics, works on what that projection made (OLMo-2's q_norm and k_norm over
--- [B, S, H * D] rows between q_proj, k_proj and v_proj) and does not count.
+-- core (Hugging Face Llama: q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat), or
+-- at the core without either, taking in the M ops and the G ops of 3+ dims of the run of M, G and N (ops
+-- on no tensor of 2+ dims) right before that (nn.MultiheadAttention's key_padding_mask made float, its
+-- batch_first input transposed, its in-projection bias split); M ops between it and the core (the
+-- key_padding_mask merged into the attn_mask) neither end nor start it. An X between two projections that
+-- read the same width (after the previous block), on tensors as wide as the first one's output or its
+-- per-row statistics, works on what that projection made (OLMo-2's q_norm and k_norm over [B, S, H * D]
+-- rows between q_proj, k_proj and v_proj) and does not count.
 --
 -- @reads _eager_sibling_classes, _eager_block_cores
 -- @creates _eager_ends   Per core (qk_id): start_i, end_i (its block's first and last sibling), prev_end (the previous block's last on the thread).
@@ -75,15 +75,23 @@ first_ph AS (
       ON w.qk_id = f.qk_id AND w.i < w.qk_i AND w.cls IN ('P', 'B') AND w.i > coalesce(b.last_x, -1)
     GROUP BY f.qk_id, f.qk_i
 ),
--- With the run of mask ops (M), reshapes (G) and ops on no tensor of 2+ dims (N) right before it:
--- nn.MultiheadAttention makes a boolean key_padding_mask float (zeros_like, masked_fill_), transposes a
--- batch_first input and splits its in-projection's bias before its in-projection.
-starts AS (
-    SELECT s.qk_id,
-           coalesce(max(w.i) FILTER (WHERE w.cls NOT IN ('M', 'G', 'N')), min(w.i) - 1, s.start_i - 1) + 1
-               AS start_i
+-- Back to the first mask op (M) or reshape (G) of the run of M, G and ops on no tensor of 2+ dims (N) right
+-- before it: nn.MultiheadAttention makes a boolean key_padding_mask float (zeros_like, masked_fill_),
+-- transposes a batch_first input and splits its in-projection's bias before its in-projection. (An N alone
+-- does not start it: vLLM's quantization of the projection's input stays out.)
+run_start AS (
+    SELECT s.qk_id, s.start_i,
+           max(w.i) FILTER (WHERE w.cls NOT IN ('M', 'G', 'N')) AS before_run
     FROM first_ph s LEFT JOIN _eager_sibling_classes w ON w.qk_id = s.qk_id AND w.i < s.start_i
     GROUP BY s.qk_id, s.start_i
+),
+starts AS (
+    SELECT r.qk_id, coalesce(min(w.i), r.start_i) AS start_i
+    FROM run_start r LEFT JOIN _eager_sibling_classes w
+      ON w.qk_id = r.qk_id AND w.i < r.start_i AND w.i > coalesce(r.before_run, -1)
+     -- (a reshape of activations, not a weight's transpose: vLLM's w.t() before its GEMM stays out)
+     AND (w.cls = 'M' OR w.cls = 'G' AND w.max_rank >= 3)
+    GROUP BY r.qk_id, r.start_i
 )
 SELECT f.qk_id, coalesce(s.start_i, f.qk_i) AS start_i, coalesce(e.end_i, f.pv_i) AS end_i, p.prev_end
 FROM _eager_block_cores f LEFT JOIN ends e USING (qk_id) LEFT JOIN starts s USING (qk_id) JOIN prev p USING (qk_id);
