@@ -13,7 +13,7 @@ from tracekit.schema.catalog import TABLES
 ROOT = Path(__file__).resolve().parent.parent
 
 # Rule cells that are not stages: resolved by position in the call, or the pattern's group.
-POSITIONAL = {"matmul", "proj", "norm", "rotate", "concat", "\\1", ""}
+POSITIONAL = {"matmul", "proj", "norm", "rotate", "concat", "reduce", "\\1", ""}
 
 
 def test_capture_labels_use_the_vocabulary():

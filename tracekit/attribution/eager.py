@@ -56,11 +56,14 @@ RESHAPE_NAMES = (
 # Stages whose named ops (op rules of any context) are head ops of a block, whatever their shapes: they
 # only ever work on q, k or v (SGLang's apply_qk_norm on [T, H * D] rows shows no head dim either).
 NAMED_HEAD_STAGES = ("rope", "kv_cache", "qk_norm")
+# Call ops that hold their own projections (nn.MultiheadAttention's fast path: in-projection, core and
+# out-projection in one op on [B, S, E]): never widened, their query shows no head dim.
+SELF_CONTAINED = r"^aten::_native_multi_head_attention$"
 
 
 def find(con: duckdb.DuckDBPyConnection) -> None:
     """Create ``_eager_marks`` and ``_eager_pairs`` (needs ``_cpu``, ``_marked`` and ``_xm``)."""
-    ((cores,),) = sqlmodules.fetch(con, "attribution/eager_cores", softmax=SOFTMAX)
+    ((cores,),) = sqlmodules.fetch(con, "attribution/eager_cores", softmax=SOFTMAX, self_contained=SELF_CONTAINED)
     if not cores:
         sqlmodules.run(con, "attribution/eager_none")
         return

@@ -3,9 +3,11 @@
 -- Every slice and GPU op with a call is a decided one. A call's impl is the innermost marked op of the call
 -- that names one, its kernels' impl, its definition's, or for an unfused call (QK^T and PV products and a
 -- softmax) eager (module and eager calls) or naive. The shapes come from the op that carries them (an SDPA
--- op or backend: query [B, H, Sq, D], key [B, Hkv, Skv, D]; a backward op takes grad_out first), or for an
--- unfused call from its first QK^T product (the op that decided the stage, or under a stage:qk_matmul label
--- the first matmul op inside it). Two equality joins find that product, not one join on an OR, which is a
+-- op or backend: query [B, H, Sq, D], key [B, Hkv, Skv, D]; a backward op takes grad_out first;
+-- nn.MultiheadAttention's fast path op: query [B, S, E], key [B, Skv, E], the heads its num_head argument, else
+-- its QK^T bmm's B * H over B), or for an unfused call from its first QK^T product (the op that decided the
+-- stage, or under a stage:qk_matmul label the first matmul op inside it), else a varlen or paged op's query
+-- [T, H, D] and key [T, Hkv, D] (heads and head dim only). Two equality joins find that product, not one join on an OR, which is a
 -- nested loop. FLOPs: those of the two matmuls (4*B*H*Sq*Skv*D), halved under a causal mask; a fused backward
 -- does five products (2.5 times the forward's). A backward call of its own (autograd's nodes for an unfused
 -- forward call) has its forward call's impl and shapes, and four products (no recompute): twice the
@@ -55,6 +57,25 @@ qk AS (
         WHERE c.stage = 'qk_matmul' AND c.source = 'label'
     ) GROUP BY call_id
 ),
+-- nn.MultiheadAttention's fast path (aten::_native_multi_head_attention): its query [B, S, E] and key
+-- [B, Skv, E] carry the batch and lengths, its fifth argument (Concrete Inputs) the heads.
+native AS (
+    SELECT c.call_id, arg_min(s.id, s.ts_ns) AS native_op
+    FROM cpu_stage_decisions c JOIN cpu_slices s ON s.id = c.id
+    WHERE c.call_id IS NOT NULL AND s.name = 'aten::_native_multi_head_attention' GROUP BY c.call_id
+),
+-- A varlen or paged attention op (flash_attn's varlen functions, vLLM's, aiter's): query [T, H, D] and key
+-- [T, Hkv, D] over the batch's T tokens give the heads and head dim; the batch and lengths are in metadata
+-- the trace does not record (they stay unknown).
+tokens AS (
+    SELECT c.call_id, arg_max(s.input_dims, m.pos) AS tk_dims
+    FROM cpu_stage_decisions c JOIN _marked m ON m.mkey = c.id JOIN cpu_slices s ON s.id = m.id
+    WHERE c.call_id IS NOT NULL AND m.kind = 'cpu_op' AND m.is_call AND m.causal_arg IS NULL
+      AND NOT regexp_matches(s.name, '_backward') AND s.name <> 'aten::_native_multi_head_attention'
+      AND json_array_length(s.input_dims->'$[0]') = 3 AND json_array_length(s.input_dims->'$[1]') = 3
+      AND s.input_dims->>'$[0][0]' = s.input_dims->>'$[1][0]' AND s.input_dims->>'$[0][2]' = s.input_dims->>'$[1][2]'
+    GROUP BY c.call_id
+),
 calls AS (
     SELECT i.call_id, coalesce(cd.trace_id, gs.trace_id) AS trace_id,
            coalesce(cd.op, gs.name) AS op, coalesce(cd.call_source, 'kernel') AS call_source,
@@ -76,7 +97,15 @@ calls AS (
                 -- baddbmm(bias, batch1, batch2, ...): the product's operands follow the bias.
                 WHEN qo.name = 'aten::baddbmm' THEN json_array(qo.input_dims->'$[1]', qo.input_dims->'$[2]')
            END AS qk_dims,
-           qo.input_types AS qk_types
+           qo.input_types AS qk_types,
+           nm.input_dims AS nm_dims, nm.input_types AS nm_types, tk.tk_dims,
+           coalesce(TRY_CAST(json_extract_string(nm.concrete_inputs, '$[4]') AS BIGINT),
+                    -- without Concrete Inputs: its QK^T bmm's [B * H, Sq, D] over the query's B
+                    CASE WHEN qo.name = 'aten::bmm' AND json_array_length(qo.input_dims->'$[0]') = 3
+                              AND TRY_CAST(qo.input_dims->>'$[0][0]' AS BIGINT)
+                                  % nullif(TRY_CAST(nm.input_dims->>'$[0][0]' AS BIGINT), 0) = 0
+                         THEN TRY_CAST(qo.input_dims->>'$[0][0]' AS BIGINT)
+                              // TRY_CAST(nm.input_dims->>'$[0][0]' AS BIGINT) END) AS nm_heads
     FROM ids i
     LEFT JOIN _call_defs cd ON cd.id = i.call_id
     LEFT JOIN gpu_ops gs ON gs.id = i.call_id AND cd.id IS NULL
@@ -86,6 +115,9 @@ calls AS (
     LEFT JOIN cpu_slices so ON so.id = io.shape_op
     LEFT JOIN qk ON qk.call_id = i.call_id
     LEFT JOIN cpu_slices qo ON qo.id = qk.qk_op
+    LEFT JOIN native n ON n.call_id = i.call_id
+    LEFT JOIN cpu_slices nm ON nm.id = n.native_op
+    LEFT JOIN tokens tk ON tk.call_id = i.call_id
 ),
 shaped AS (
     SELECT call_id, trace_id, impl, op, call_source, gpu_ops, gpu_ns, attention_kernel_ns, cpu_ns, orphan, ts_ns,
@@ -93,25 +125,37 @@ shaped AS (
            -- SDPA: query [B, H, Sq, D], key [B, Hkv, Skv, D]. A QK^T product: [B, H, Sq, D] x [B, H, D, Skv],
            -- or a 3-D bmm [B*H, Sq, D] x [B*H, D, Skv] that does not tell B and H apart.
            CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(q_dims->>'$[0]' AS BIGINT)
+                WHEN nm_dims IS NOT NULL THEN TRY_CAST(nm_dims->>'$[0][0]' AS BIGINT)
                 WHEN json_array_length(qk_dims->'$[0]') = 4 THEN TRY_CAST(qk_dims->>'$[0][0]' AS BIGINT)
            END AS batch,
            CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(q_dims->>'$[1]' AS BIGINT)
+                WHEN nm_dims IS NOT NULL THEN nm_heads
                 WHEN json_array_length(qk_dims->'$[0]') = 4 THEN TRY_CAST(qk_dims->>'$[0][1]' AS BIGINT)
+                WHEN tk_dims IS NOT NULL THEN TRY_CAST(tk_dims->>'$[0][1]' AS BIGINT)
            END AS heads,
            CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(k_dims->>'$[1]' AS BIGINT)
+                WHEN nm_dims IS NOT NULL THEN nm_heads
                 WHEN json_array_length(qk_dims->'$[1]') = 4 THEN TRY_CAST(qk_dims->>'$[1][1]' AS BIGINT)
+                WHEN tk_dims IS NOT NULL THEN TRY_CAST(tk_dims->>'$[1][1]' AS BIGINT)
            END AS kv_heads,
            CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(q_dims->>'$[2]' AS BIGINT)
+                WHEN nm_dims IS NOT NULL THEN TRY_CAST(nm_dims->>'$[0][1]' AS BIGINT)
                 ELSE TRY_CAST(qk_dims->>'$[0][#-2]' AS BIGINT) END AS seq_q,
            CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(k_dims->>'$[2]' AS BIGINT)
+                WHEN nm_dims IS NOT NULL THEN TRY_CAST(nm_dims->>'$[1][1]' AS BIGINT)
                 ELSE TRY_CAST(qk_dims->>'$[1][#-1]' AS BIGINT) END AS seq_kv,
            CASE WHEN input_dims IS NOT NULL THEN TRY_CAST(q_dims->>'$[3]' AS BIGINT)
+                -- E / H, when H divides it
+                WHEN nm_dims IS NOT NULL THEN CASE WHEN TRY_CAST(nm_dims->>'$[0][2]' AS BIGINT) % nm_heads = 0
+                                                   THEN TRY_CAST(nm_dims->>'$[0][2]' AS BIGINT) // nm_heads END
+                WHEN qk_dims IS NULL AND tk_dims IS NOT NULL THEN TRY_CAST(tk_dims->>'$[0][2]' AS BIGINT)
                 ELSE TRY_CAST(qk_dims->>'$[0][#-1]' AS BIGINT) END AS head_dim,
-           CASE WHEN input_dims IS NULL AND json_array_length(qk_dims->'$[0]') = 3
+           CASE WHEN input_dims IS NULL AND nm_dims IS NULL AND json_array_length(qk_dims->'$[0]') = 3
                 THEN TRY_CAST(qk_dims->>'$[0][0]' AS BIGINT) END AS bh_3d,
            CASE lower(json_extract_string(concrete_inputs, '$[' || causal_arg || ']'))
                WHEN 'true' THEN true WHEN 'false' THEN false END AS causal,
-           coalesce(json_extract_string(input_types, '$[0]'), json_extract_string(qk_types, '$[0]')) AS dtype
+           coalesce(json_extract_string(input_types, '$[0]'), json_extract_string(nm_types, '$[0]'),
+                    json_extract_string(qk_types, '$[0]')) AS dtype
     FROM calls
 ),
 counted AS (

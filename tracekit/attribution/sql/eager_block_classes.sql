@@ -14,12 +14,17 @@
 -- - G, a reshape of heads (a view, split, slice, transpose, ... of a tensor whose last dim is a multiple of D);
 -- - N, neither end nor start: an op on no tensor of 2+ dims, an allocation (empty, empty_like), a quantization
 --   (a value conversion), or a constant multiple of a [.., n * D] tensor (OPT's q pre-scale);
+-- - M, a mask or the probabilities: tensors [.., Skv] or [.., Sq or 1, Skv], one of them 2-D, broadcasting a
+--   row or holding the core's batch x heads (nn.MultiheadAttention's key_padding_mask merged into its
+--   attn_mask before the core, its weights averaged over the heads after it): neither end nor start;
+-- - L (siblings without shapes only), a norm: a norm op, or a run of casts, pow, mean, add, rsqrt, mul around
+--   an rsqrt (an RMSNorm written in ops);
 -- - R, a tensor-parallel reduction (tp_reduction);
 -- - X, anything else (a norm, a residual add, an MLP op).
 --
 -- Without recorded shapes (the profiler's default) a core's siblings are classed by their names alone: P a
 -- projection op (projection_names), R, B (named ops only), G a reshape by name, N an allocation, the rotary
--- positions (arange) or a quantization, M a norm op (a rule's norm, or a name that says one), X anything else.
+-- positions (arange) or a quantization, L a norm op (a rule's norm, or a name that says one), X anything else.
 --
 -- @param block_before INT          How many sibling ops before the core a block may reach (eager.BLOCK_BEFORE).
 -- @param block_after INT           How many after it (eager.BLOCK_AFTER).
@@ -29,7 +34,7 @@
 -- @param reshape_names TEXT        A reshape op's name: view, split, transpose, ... (eager.RESHAPE_NAMES).
 -- @reads _eager_found, _eager_siblings, _eager_call_ops, _op_match
 -- @creates _eager_block_cores      The cores: qk_id (the first product's id, or the call op's), qk_i, pv_i (its first and last sibling number), lane, parent_id, d, sq, skv, qb, qh, qrank, shaped.
--- @creates _eager_sibling_classes  Per core and sibling in reach (i): shaped (its core's), cls (P, B, G, N, R, X; M unshaped), m_prev (unshaped: the class before an M or its run), gemm (a projection's widths), last_dims (an X before the core: its tensors' last dims), prev_pv_i.
+-- @creates _eager_sibling_classes  Per core and sibling in reach (i): shaped (its core's), cls (P, B, G, N, M, R, X; L unshaped), m_prev (unshaped: the class before an L or its run), gemm (a projection's widths), max_rank (its tensors' most dims), last_dims (an X before the core: its tensors' last dims), prev_pv_i.
 CREATE OR REPLACE TEMP TABLE _eager_block_cores AS
 SELECT f.qk_id, f.qk_i, f.pv_i, f.lane, q.parent_id, f.a_inner AS d, f.sq, f.skv,
        {{include attribution/operand_dim op=q path=$[0][0] bias_path=$[1][0]}} AS qb,
@@ -67,15 +72,16 @@ rows AS (
 )
 -- (A projection's widths, the last dims of the others before the core: see attribution/eager_block_ends.)
 SELECT qk_id, qk_i, pv_i, i, prev_pv_i, shaped, cls, m_prev, CASE WHEN cls = 'P' THEN gemm END AS gemm,
+       coalesce(list_max(list_transform(shapes, lambda s: len(s))), 0) AS max_rank,
        CASE WHEN cls = 'X' AND i < qk_i THEN list_distinct(list_transform(shapes, lambda s: s[-1])) END
            AS last_dims
 FROM (
 -- Without shapes, a norm written in ops (a run of casts, pow, mean, add, rsqrt, mul around an rsqrt: Qwen3's
--- q_norm and k_norm) is M, and m_prev the class before the run; a run that starts with an add is a residual
+-- q_norm and k_norm) is L, and m_prev the class before the run; a run that starts with an add is a residual
 -- add and the layer's norm after it (X). A mul or div right after a projection is q's pre-scale (OPT): N.
 SELECT *,
        CASE WHEN shaped THEN cls0
-            WHEN arith AND has_rsqrt THEN CASE WHEN run_first IN ('aten::add', 'aten::add_') THEN 'X' ELSE 'M' END
+            WHEN arith AND has_rsqrt THEN CASE WHEN run_first IN ('aten::add', 'aten::add_') THEN 'X' ELSE 'L' END
             WHEN cls0 = 'X' AND regexp_matches(name, '^aten::(mul|div)_?$') AND before = 'P' THEN 'N'
             ELSE cls0 END AS cls,
        CASE WHEN arith AND has_rsqrt THEN run_prev ELSE before END AS m_prev
@@ -101,7 +107,7 @@ SELECT *, NOT shaped AND i < qk_i AND regexp_matches(name, '^aten::(to|_to_copy|
                           OR regexp_matches(name, '(?i)(^|::|_)(de)?quant(ize)?(_|$)') THEN 'N'
                      -- (a norm fused with the residual add, fused_add_rms_norm, is the layer's: X)
                      WHEN regexp_matches(name, '(?i)add') THEN 'X'
-                     WHEN named = 'norm' OR regexp_matches(name, '(?i)(^|::|_)(rms_?norm|layer_?norm|group_?norm)') THEN 'M'
+                     WHEN named = 'norm' OR regexp_matches(name, '(?i)(^|::|_)(rms_?norm|layer_?norm|group_?norm)') THEN 'L'
                      ELSE 'X' END
             WHEN gemm.o > 0 AND gemm.o % d = 0 THEN 'P'
             WHEN regexp_matches(name, {{tp_reduction}}) THEN 'R'
@@ -132,9 +138,22 @@ SELECT *, NOT shaped AND i < qk_i AND regexp_matches(name, '^aten::(to|_to_copy|
             -- q scaled by a constant right after its projection (OPT, BART): [B, S, n * D] times a scalar.
             WHEN regexp_matches(name, '^aten::(mul|div)_?$') AND json_array_length(input_dims) >= 2
                  AND json_array_length(input_dims->'$[1]') = 0 AND heads_wide THEN 'N'
+            -- A mask or the probabilities: every tensor of 2+ dims is [.., Skv] (2-D) or [.., Sq or 1, Skv],
+            -- and one is 2-D, broadcasts a row ([.., 1, Skv]) or holds the core's batch x heads
+            -- (nn.MultiheadAttention: key_padding_mask [B, S] merged into attn_mask [Sq, Skv] as
+            -- [B * H, 1, Skv]; the weights [B * H, Sq, Skv] averaged over the heads as [B, H, Sq, Skv]).
+            WHEN sq IS NOT NULL AND skv IS NOT NULL
+                 AND len(list_filter(shapes, lambda s: len(s) >= 2)) > 0
+                 AND len(list_filter(shapes, lambda s: len(s) >= 2
+                                     AND NOT coalesce(s[-1] = skv AND (len(s) = 2 OR s[-2] IN (sq, 1)), false))) = 0
+                 AND len(list_filter(shapes, lambda s: len(s) = 2 OR len(s) >= 3 AND s[-2] = 1
+                                     OR len(s) = 3 AND s[1] = bh OR len(s) = 4 AND s[1] * s[2] = bh)) > 0
+                 THEN 'M'
             ELSE 'X' END AS cls0
 -- A tensor of 2+ dims whose last is a multiple of D (heads side by side, or all of them).
-FROM (SELECT *, len(list_filter(shapes, lambda s: len(s) >= 2 AND s[-1] % d = 0)) > 0 AS heads_wide
+FROM (SELECT *, len(list_filter(shapes, lambda s: len(s) >= 2 AND s[-1] % d = 0)) > 0 AS heads_wide,
+             -- the core's batch x heads: a 4-D query's B * H, a 3-D product's first dim
+             CASE WHEN qrank = 4 THEN qb * qh WHEN qrank = 3 THEN qb END AS bh
       FROM rows)
 ))
 WINDOW run AS (PARTITION BY qk_id, island ORDER BY i ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)

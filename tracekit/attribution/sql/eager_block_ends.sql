@@ -1,25 +1,31 @@
 -- Where each core's block ends (after the core) and starts (before it, after the previous block's end).
 --
 -- The block ends at the first projection after the core when no X or R comes before it (o_proj), with the
--- R right after it if there is one (a row-parallel o_proj's all-reduce), else at the last head op (B) after
--- the core. It starts at the first P or B after the last X or R before the core (Hugging Face Llama:
--- q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat), but an X between two
--- projections that read the same width (after the previous block), on tensors as wide as the first one's
--- output or its per-row statistics, works on what that projection made (OLMo-2's q_norm and k_norm over
--- [B, S, H * D] rows between q_proj, k_proj and v_proj) and does not count. A norm op (M, siblings without
--- shapes) ends a block as an X does; without shapes the start is read off the projections (u_starts below).
+-- R right after it if there is one (a row-parallel o_proj's all-reduce) and the reshapes (G) and probability
+-- ops (M) right after those (nn.MultiheadAttention's output view, its weights averaged over the heads), else
+-- at the last head op (B) after the core. It starts at the first P or B after the last X or R before the
+-- core (Hugging Face Llama: q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat), or
+-- at the core without either, taking in the M ops and the G ops of 3+ dims of the run of M, G and N (ops
+-- on no tensor of 2+ dims) right before that (nn.MultiheadAttention's key_padding_mask made float, its
+-- batch_first input transposed, its in-projection bias split); M ops between it and the core (the
+-- key_padding_mask merged into the attn_mask) neither end nor start it. An X between two projections that
+-- read the same width (after the previous block), on tensors as wide as the first one's output or its
+-- per-row statistics, works on what that projection made (OLMo-2's q_norm and k_norm over [B, S, H * D]
+-- rows between q_proj, k_proj and v_proj) and does not count.
+-- A norm (L, siblings without shapes) ends a block as an X does; without shapes the start is read off the
+-- projections (u_starts below).
 --
 -- @reads _eager_sibling_classes, _eager_block_cores
 -- @creates _eager_ends   Per core (qk_id): start_i, end_i (its block's first and last sibling), prev_end (the previous block's last on the thread).
 CREATE OR REPLACE TEMP TABLE _eager_ends AS
 WITH after AS (
     SELECT qk_id,
-           min(i) FILTER (WHERE i > pv_i AND cls IN ('X', 'R', 'M')) AS first_x,
+           min(i) FILTER (WHERE i > pv_i AND cls IN ('X', 'R', 'L')) AS first_x,
            min(i) FILTER (WHERE i > pv_i AND cls = 'P') AS first_p
     FROM _eager_sibling_classes GROUP BY qk_id
 ),
-ends AS (
-    SELECT w.qk_id, w.pv_i,
+proj_end AS (
+    SELECT w.qk_id, w.pv_i, a.first_p < coalesce(a.first_x, 9e18) AS by_proj,
            CASE WHEN a.first_p < coalesce(a.first_x, 9e18)
                 -- (with the reduction right after it, if any)
                 THEN a.first_p + count(*) FILTER (WHERE w.i = a.first_p + 1 AND w.cls = 'R')
@@ -27,6 +33,17 @@ ends AS (
                                                AND w.i < coalesce(a.first_x, 9e18)
                                                AND w.i < coalesce(a.first_p, 9e18)), w.pv_i) END AS end_i
     FROM _eager_sibling_classes w JOIN after a USING (qk_id) GROUP BY w.qk_id, w.pv_i, a.first_p, a.first_x
+),
+-- After the output projection, the run of reshapes (G) and probability ops (M) right after it: the output's
+-- view back to [S, B, E] and nn.MultiheadAttention's weights, viewed and averaged over the heads.
+ends AS (
+    SELECT e.qk_id, e.pv_i,
+           CASE WHEN e.by_proj
+                THEN coalesce(min(w.i) FILTER (WHERE w.i > e.end_i AND w.cls NOT IN ('G', 'M')),
+                              max(w.i) FILTER (WHERE w.i > e.end_i) + 1, e.end_i + 1) - 1
+                ELSE e.end_i END AS end_i
+    FROM proj_end e LEFT JOIN _eager_sibling_classes w USING (qk_id)
+    GROUP BY e.qk_id, e.pv_i, e.by_proj, e.end_i
 ),
 prev AS (  -- where the block before it on the thread ends
     SELECT f.qk_id, lag(coalesce(e.end_i, f.pv_i)) OVER (PARTITION BY f.lane, f.parent_id ORDER BY f.qk_i)
@@ -44,20 +61,39 @@ near AS (
            first_value(CASE WHEN w.cls = 'P' THEN w.gemm.i END IGNORE NULLS)
                OVER (PARTITION BY w.qk_id ORDER BY w.i ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS w_after
     FROM _eager_sibling_classes w JOIN prev p USING (qk_id)
-    WHERE w.i < w.qk_i AND w.cls IN ('P', 'X', 'R', 'M')
+    WHERE w.i < w.qk_i AND w.cls IN ('P', 'X', 'R', 'L')
 ),
 bound AS (
     SELECT qk_id,
-           max(i) FILTER (WHERE cls = 'R' OR cls IN ('X', 'M') AND NOT coalesce(p_before.i = w_after
+           max(i) FILTER (WHERE cls = 'R' OR cls IN ('X', 'L') AND NOT coalesce(p_before.i = w_after
                                                                         AND list_has_all([p_before.o, 1], last_dims), false))
                AS last_x
     FROM near GROUP BY qk_id
 ),
+first_ph AS (
+    SELECT f.qk_id, coalesce(min(w.i), f.qk_i) AS start_i
+    FROM _eager_block_cores f LEFT JOIN bound b USING (qk_id)
+    LEFT JOIN _eager_sibling_classes w
+      ON w.qk_id = f.qk_id AND w.i < w.qk_i AND w.cls IN ('P', 'B') AND w.i > coalesce(b.last_x, -1)
+    GROUP BY f.qk_id, f.qk_i
+),
+-- Back to the first mask op (M) or reshape (G) of the run of M, G and ops on no tensor of 2+ dims (N) right
+-- before it: nn.MultiheadAttention makes a boolean key_padding_mask float (zeros_like, masked_fill_),
+-- transposes a batch_first input and splits its in-projection's bias before its in-projection. (An N alone
+-- does not start it: vLLM's quantization of the projection's input stays out.)
+run_start AS (
+    SELECT s.qk_id, s.start_i,
+           max(w.i) FILTER (WHERE w.cls NOT IN ('M', 'G', 'N')) AS before_run
+    FROM first_ph s LEFT JOIN _eager_sibling_classes w ON w.qk_id = s.qk_id AND w.i < s.start_i
+    GROUP BY s.qk_id, s.start_i
+),
 starts AS (
-    SELECT w.qk_id, min(w.i) AS start_i
-    FROM _eager_sibling_classes w JOIN bound b USING (qk_id)
-    WHERE w.i < w.qk_i AND w.cls IN ('P', 'B') AND w.i > coalesce(b.last_x, -1)
-    GROUP BY w.qk_id
+    SELECT r.qk_id, coalesce(min(w.i), r.start_i) AS start_i
+    FROM run_start r LEFT JOIN _eager_sibling_classes w
+      ON w.qk_id = r.qk_id AND w.i < r.start_i AND w.i > coalesce(r.before_run, -1)
+     -- (a reshape of activations, not a weight's transpose: vLLM's w.t() before its GEMM stays out)
+     AND (w.cls = 'M' OR w.cls = 'G' AND w.max_rank >= 3)
+    GROUP BY r.qk_id, r.start_i
 ),
 -- Without shapes, before the core: the nearest projection and everything between it and the core (q/k norms,
 -- a rotary embedding in plain ops, KV-cache writes: nothing else runs between a layer's q/k/v projections and
@@ -72,8 +108,8 @@ unshaped AS (
 ),
 u_bound AS (
     SELECT qk_id, last_p,
-           bool_or(i > last_p AND (cls = 'R' OR cls = 'M' AND coalesce(prev_cls, 'X') IN ('X', 'R', 'M'))) AS foreign,
-           max(i) FILTER (WHERE i < last_p AND (cls IN ('X', 'R') OR cls = 'M' AND coalesce(prev_cls, 'X') IN ('X', 'R', 'M'))) AS last_x
+           bool_or(i > last_p AND (cls = 'R' OR cls = 'L' AND coalesce(prev_cls, 'X') IN ('X', 'R', 'L'))) AS foreign,
+           max(i) FILTER (WHERE i < last_p AND (cls IN ('X', 'R') OR cls = 'L' AND coalesce(prev_cls, 'X') IN ('X', 'R', 'L'))) AS last_x
     FROM (SELECT *, max(i) FILTER (WHERE cls = 'P') OVER (PARTITION BY qk_id) AS last_p FROM unshaped)
     WHERE last_p IS NOT NULL
     GROUP BY qk_id, last_p
