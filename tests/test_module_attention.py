@@ -638,7 +638,10 @@ def test_einsum_attention_is_found_by_op_order(tmp_path):
                WHERE s.call_id IS NOT NULL AND c.depth = 0 ORDER BY c.ts_ns"""
         ).rows()
     assert [(c["op"], c["impl"]) for c in calls] == [("aten::einsum > aten::softmax > aten::einsum", "eager")]
+    # (its head dim unread, the block takes in q's reshapes right before it, as before a fused op)
     assert stages == [
+        ("aten::view", "layout"),
+        ("aten::transpose", "layout"),
         ("aten::einsum", "qk_matmul"),
         ("aten::mul", "scale"),
         ("aten::softmax", "softmax"),

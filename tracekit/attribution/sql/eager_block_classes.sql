@@ -44,7 +44,7 @@ SELECT f.qk_id, f.qk_i, f.pv_i, f.lane, q.parent_id, f.a_inner AS d, f.sq, f.skv
        coalesce(f.a_inner > 0 AND f.skv IS NOT NULL, false) AS shaped
 FROM _eager_found f JOIN _eager_siblings q ON q.id = f.qk_id
 UNION ALL
-SELECT o.id, b.i, b.i, o.lane, o.parent_id, o.d, o.sq, o.skv, o.qb, o.qh, o.qrank, o.d IS NOT NULL
+SELECT o.id, b.i, b.i, o.lane, o.parent_id, o.d, o.sq, o.skv, o.qb, o.qh, o.qrank, o.qrank IS NOT NULL
 FROM _eager_call_ops o JOIN _eager_siblings b USING (id);
 
 CREATE OR REPLACE TEMP TABLE _eager_sibling_classes AS
