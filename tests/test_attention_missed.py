@@ -11,7 +11,7 @@ the op-order pattern), and every shared trace.
 from __future__ import annotations
 
 import pytest
-from conftest import ROOT, SHARED_TRACES
+from conftest import ROOT, SHARED_TRACES, slow_unless
 from synthetic import TraceBuilder
 
 import tracekit
@@ -398,7 +398,17 @@ def test_cpu_eager_attention_too_loose_for_the_pattern_fires_on_cpu_time(cpu_mod
 # --- Every shared trace ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rel", SHARED_TRACES)
+# The traces whose attention runs through every layer (graph replays, modules, fused and eager cores) in every
+# run; the rest under TRACEKIT_SLOW=1 (CI).
+_EVERY_RUN = (
+    "tracelens/b200_vllm_eager_paged-fp8.json.gz",
+    "tracelens/mi300_sglang_qwen3-8b_decode_hipgraph.json.gz",
+    "tracelens/mi300_xdit_flux1_aiter-sage_t5-clip-eager.json.gz",
+    "tracelens/h100_bert-small_sdpa-flash.json.gz",
+)
+
+
+@pytest.mark.parametrize("rel", [slow_unless(rel in _EVERY_RUN, rel, id=rel) for rel in SHARED_TRACES])
 def test_silent_on_every_shared_trace(load_shared, rel):
     """Every shared trace's attention is attributed (calls with their blocks) or absent: no row, at any
     threshold (a candidate below the default 1 % would show here too)."""
@@ -408,7 +418,9 @@ def test_silent_on_every_shared_trace(load_shared, rel):
 H200 = sorted(p.name for p in (ROOT / "sample_traces" / "gpu_h200").glob("*.json.gz"))
 
 
-@pytest.mark.parametrize("name", H200)
+@pytest.mark.parametrize(
+    "name", [slow_unless(n in ("llama_train_sdpa.json.gz", "llama_eager_unlabelled.json.gz"), n, id=n) for n in H200]
+)
 def test_silent_on_the_h200_samples(inputs, name):
     """The project's own H200 captures, all attributed. llama_train_sdpa's loss is an LM head's cross-entropy,
     not attention: its log_softmax kernels, forward and backward (12 % of its GPU time), are no row."""

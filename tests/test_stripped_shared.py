@@ -56,32 +56,34 @@ def scoped_names(inputs) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def pairs(inputs, scoped_names) -> dict[str, tuple]:
-    """Per variant: the scoped traces loaded in one database, their stripped twins in another, and the pairs."""
+def pairs(inputs, scoped_names):
+    """``pairs(variant)``: the scoped traces loaded in one database, their stripped twins in another, and the
+    pairs by file name; each variant's twins written and loaded once per session, when first asked for."""
     shared = require_shared()
-    out = {}
-    for variant in VARIANTS:
-        stripped = []
-        for name in scoped_names:
-            flat = name.replace("/", "__")
-            key = ("stripped-shared", variant, name, (shared / name).stat().st_size)
-            stripped.append(
-                inputs.made(
-                    key,
-                    flat,
-                    lambda path, name=name, variant=variant: zoo.strip_python_functions(
-                        shared / name, path, shapes=variant == "stripped"
-                    ),
+    made: dict[str, tuple] = {}
+
+    def get(variant: str) -> tuple:
+        if variant not in made:
+            stripped = []
+            for name in scoped_names:
+                key = ("stripped-shared", variant, name, (shared / name).stat().st_size)
+                stripped.append(
+                    inputs.made(
+                        key,
+                        name.replace("/", "__"),
+                        lambda path, name=name: zoo.strip_python_functions(
+                            shared / name, path, shapes=variant == "stripped"
+                        ),
+                    )
                 )
+            made[variant] = (
+                inputs.trace(*(shared / n for n in scoped_names)),
+                inputs.trace(*stripped),
+                {n.split("/")[-1]: p.name for n, p in zip(scoped_names, stripped)},
             )
-        scoped = inputs.trace(*(shared / n for n in scoped_names))
-        twins = inputs.trace(*stripped)
-        out[variant] = (
-            scoped,
-            twins,
-            {n.split("/")[-1]: p.name for n, p in zip(scoped_names, stripped)},
-        )
-    return out
+        return made[variant]
+
+    return get
 
 
 def test_the_scoped_shared_traces_are_the_ones_with_module_scopes(scoped_names):
@@ -98,11 +100,21 @@ def test_the_scoped_shared_traces_are_the_ones_with_module_scopes(scoped_names):
     assert "tracelens/mi210_gpu_only.json.gz" not in scoped_names
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+# Both variants of every trace; the stripped-only one (shapes kept, which no_shapes covers less of) under
+# TRACEKIT_SLOW=1 (CI).
 @pytest.mark.parametrize(
-    "name",
+    "name, variant",
     [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=BELOW_BAR[n])) if n in BELOW_BAR else n
+        pytest.param(
+            n,
+            v,
+            id=f"{n}-{v}",
+            marks=[
+                *([pytest.mark.xfail(strict=True, reason=BELOW_BAR[n])] if n in BELOW_BAR else []),
+                *([] if v == "no_shapes" else [pytest.mark.slow]),
+            ],
+        )
+        for v in VARIANTS
         for n in SHARED_TRACES
     ],
 )
@@ -114,7 +126,7 @@ def test_a_shared_trace_without_its_scopes_agrees_with_itself(name, variant, sco
     whose calls hold no attention time has the same calls either way."""
     if name not in scoped_names:
         pytest.skip(f"{name} has no Python scopes: nothing to strip")
-    scoped, stripped, names = pairs[variant]
+    scoped, stripped, names = pairs(variant)
     file = name.split("/")[-1]
     (result,) = agreement(scoped, stripped, gpu=True, pairs={file: names[file]})
     if not result.attention_ns:
