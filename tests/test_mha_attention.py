@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import slow_unless
 
 torch = pytest.importorskip("torch")
 
@@ -120,17 +121,35 @@ def _scoped_path(inputs, variant: str):
     return inputs.made(("mha", variant, torch.__version__), f"{variant}.json", lambda p: _record(p, variant))
 
 
+# The variants of every run (each path once: the slow path with and without weights, the fast path with
+# weights and a padding mask, the encoder layer's slow path); the others under TRACEKIT_SLOW=1 (CI).
+EVERY_RUN = ("slow_seq_first_weights", "slow_batch_first_no_weights", "fast_weights_padding", "encoder_slow")
+
+
+def _variants(*names: str) -> list:
+    return [slow_unless(v in EVERY_RUN, v, id=v) for v in names]
+
+
+class _Traces(dict):
+    """{variant: (scoped Trace, bare Trace)}, each recorded and loaded once per session when first asked for."""
+
+    def __init__(self, inputs):
+        super().__init__()
+        self.inputs = inputs
+
+    def __missing__(self, variant: str):
+        scoped = _scoped_path(self.inputs, variant)
+        data = json.loads(scoped.read_text())
+        assert any(e.get("cat") == "python_function" for e in data["traceEvents"])
+        bare = self.inputs.file(json.dumps(_bare(data)), f"{variant}_bare.json")
+        self[variant] = (self.inputs.trace(scoped), self.inputs.trace(bare))
+        return self[variant]
+
+
 @pytest.fixture(scope="session")
 def mha_traces(inputs):
     """{variant: (scoped Trace, bare Trace)}, recorded and loaded once per session (shared: read only)."""
-    out = {}
-    for variant in VARIANTS:
-        scoped = _scoped_path(inputs, variant)
-        data = json.loads(scoped.read_text())
-        assert any(e.get("cat") == "python_function" for e in data["traceEvents"])
-        bare = inputs.file(json.dumps(_bare(data)), f"{variant}_bare.json")
-        out[variant] = (inputs.trace(scoped), inputs.trace(bare))
-    return out
+    return _Traces(inputs)
 
 
 # Each CPU op with its stage and self time, keyed by what both copies share (thread, start, name).
@@ -199,7 +218,7 @@ WHERE s.call_id IS NOT NULL AND c.kind = 'cpu_op'
 ORDER BY s.call_id, c.ts_ns"""
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("variant", _variants(*VARIANTS))
 def test_the_scoped_copy_gives_each_op_what_multihead_attention_does(mha_traces, variant):
     """Every op in each call of the scoped copy (the call's top-level ops, and those of the fast path's native
     op) has the stage the code says; each of the two forward passes (batch 2 x 10 tokens, 3 x 12) is one call,
@@ -225,7 +244,7 @@ def test_the_scoped_copy_gives_each_op_what_multihead_attention_does(mha_traces,
         assert [stage for _, stage in ops] == want
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("variant", _variants(*VARIANTS))
 def test_the_bare_copy_agrees_with_the_scoped_one(mha_traces, variant):
     """Without the module scope the call is what op order and shapes show (the eager pattern, the SDPA op or
     the native op, widened to its block over the mask merge, the packed in-projection and the averaged
@@ -256,13 +275,16 @@ BMM_ONLY = [(None, None, None, *shape[3:]) for shape in FULL]
 @pytest.mark.parametrize(
     "variant, impl, shapes",
     [
-        ("fast_no_weights", "native", FULL),
-        ("fast_weights_padding", "native", FULL),
-        ("encoder_fast", "native", FULL),
-        ("slow_batch_first_no_weights", "flash", FULL),  # SDPA's [B, H, S, D] query (CPU's flash kernel)
-        ("encoder_slow", "math", FULL),  # SDPA in training with dropout: the math backend
-        ("slow_seq_first_weights", "eager", BMM_ONLY),
-        ("slow_kv_dims_weights", "eager", BMM_ONLY),
+        slow_unless(v in EVERY_RUN, v, impl, shapes, id=v)
+        for v, impl, shapes in (
+            ("fast_no_weights", "native", FULL),
+            ("fast_weights_padding", "native", FULL),
+            ("encoder_fast", "native", FULL),
+            ("slow_batch_first_no_weights", "flash", FULL),  # SDPA's [B, H, S, D] query (CPU's flash kernel)
+            ("encoder_slow", "math", FULL),  # SDPA in training with dropout: the math backend
+            ("slow_seq_first_weights", "eager", BMM_ONLY),
+            ("slow_kv_dims_weights", "eager", BMM_ONLY),
+        )
     ],
 )
 def test_calls_have_the_shapes_their_arguments_carry(mha_traces, variant, impl, shapes):
