@@ -19,11 +19,12 @@ WITH d AS (
 )
 SELECT * FROM (
     SELECT id, trace_id,
-           CASE WHEN stage IN ('qkv_proj', 'out_proj') AND bucket = 'communication' THEN {{comm_stage}}
-                WHEN stage IN ('qkv_proj', 'out_proj') AND bucket = 'memcpy' THEN 'layout'
+           CASE WHEN bucket = 'communication' THEN {{comm_stage}} WHEN bucket = 'memcpy' THEN 'layout'
                 ELSE stage END AS stage,
            source, call_id, rule, attention_kernel, kernel_impl
-    FROM (SELECT d.*, gpu_op_category(g.kind, g.name) AS bucket FROM d JOIN gpu_ops g USING (id))
+    -- (the category, a regex macro, only for the ops in a projection: a few of every trace's ops)
+    FROM (SELECT d.*, CASE WHEN d.stage IN ('qkv_proj', 'out_proj') THEN gpu_op_category(g.kind, g.name) END AS bucket
+          FROM d LEFT JOIN gpu_ops g ON g.id = d.id AND d.stage IN ('qkv_proj', 'out_proj'))
 ) WHERE NOT (stage = 'other' AND source = 'none' AND call_id IS NULL AND rule IS NULL AND kernel_impl IS NULL
              AND attention_kernel IS NOT DISTINCT FROM false);
 
