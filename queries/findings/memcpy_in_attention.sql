@@ -6,7 +6,10 @@
 -- masked_fill_ removes the copy. One row per memcpy GPU op whose launch lies
 -- inside an attention call (gpu_op_stages.call_id), with the op that launched
 -- it and the op whose stage rule decided it (the call-level op the copy
--- belongs to, e.g. aten::masked_fill). Orphans have no launch and never count.
+-- belongs to, e.g. aten::masked_fill). Orphans have no launch and never count,
+-- nor do the copies of a tensor-parallel collective (stage tp_comm: vLLM's
+-- all-reduce stages its input in and out of a shared buffer; no in-place
+-- variant of an attention op avoids them).
 --
 -- @column trace VARCHAR         Trace label.
 -- @column call_id BIGINT        Attention call (attention_calls.call_id).
@@ -24,5 +27,5 @@ JOIN gpu_op_stages s USING (id)
 JOIN traces t ON t.trace_id = g.trace_id
 LEFT JOIN cpu_stages cs ON cs.id = g.launch_id
 LEFT JOIN cpu_slices d ON d.id = cs.decider_id
-WHERE g.kind = 'memcpy' AND s.call_id IS NOT NULL AND NOT g.orphan
+WHERE g.kind = 'memcpy' AND s.call_id IS NOT NULL AND NOT g.orphan AND s.stage <> 'tp_comm'
 ORDER BY t.trace, g.dur_ns DESC, g.id;
