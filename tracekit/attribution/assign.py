@@ -53,9 +53,6 @@ PRODUCTS = ("matmul", "qk_matmul", "pv_matmul", "softmax", "fused_attention")
 # the sign of a rotary embedding applied by plain ops (Hugging Face's rotate_half, x1 * cos - x2 * sin as
 # DeepSeek's and ChatGLM's code writes it, Meta's complex form).
 ROPE_OPS = ("scale", "mask", "rotate")
-# An RMSNorm written in plain ops (Hugging Face's Qwen3, Gemma 3, OLMo-2 q_norm and k_norm, DeepSeek's
-# latent norms): the ops of that kind around an rsqrt (``attribution/norm_ops``).
-NORM_OPS = r"^aten::(to|_to_copy|type_as|pow|square|mean|add|rsqrt|mul)$"
 NORM_REACH = 6  # how far from its rsqrt a norm's op may sit (Gemma 3's weight multiply: 4 after)
 NORM_RULE = "norm: an RMSNorm written in ops (rsqrt and the casts, pow, mean, add, mul beside it)"
 # Tensor-parallel communication inside an attention block: an op a rule names a collective decides its subtree even
@@ -105,7 +102,7 @@ def _cpu_stages(con, kind: str) -> None:
     # Eager attention (matmul -> softmax -> matmul) where nothing marks a call.
     eager.find(con)
     sqlmodules.run(con, "attribution/slice_calls")
-    sqlmodules.run(con, "attribution/norm_ops", norm_ops=NORM_OPS, reach=NORM_REACH, rule=NORM_RULE)
+    sqlmodules.run(con, "attribution/norm_ops", norm_ops=eager.NORM_OPS, reach=NORM_REACH, rule=NORM_RULE)
     sqlmodules.run(con, "attribution/op_facts", stages=("concat", "matmul", *ROPE_OPS))
     sqlmodules.run(con, "attribution/slice_stages", comm_stage=TP_COMM)
     sqlmodules.run(con, "attribution/call_anchors", rope_ops=ROPE_OPS, **_POSITIONS)

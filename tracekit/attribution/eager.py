@@ -46,9 +46,9 @@ BLOCK_AFTER = 16
 # A tensor-parallel output projection's reduction (vLLM's vllm::all_reduce, c10d::allreduce_, a
 # reduce-scatter under sequence parallelism): right after the block's last projection, it is the block's.
 TP_REDUCTION = r"(?i)all_?reduce|reduce_?scatter"
-# A projection op by its name alone (siblings without recorded shapes): aten's GEMM entry points but matmul
-# (without shapes x @ W.T and a QK^T product look alike), cutlass_scaled_mm and another library's GEMM op.
-PROJECTION_NAMES = r"(?i)^aten::(linear|addmm|mm|_scaled_mm)$|(^|::)cutlass_scaled_mm$|^[a-z_0-9]+::\w*(gemm|_mm)\w*$"
+# An RMSNorm written in plain ops (Hugging Face's Qwen3, Gemma 3, OLMo-2 q_norm and k_norm, DeepSeek's
+# latent norms): the ops of that kind around an rsqrt (here, siblings without shapes; ``attribution/norm_ops``).
+NORM_OPS = r"^aten::(to|_to_copy|type_as|pow|square|mean|add|rsqrt|mul)$"
 RESHAPE_NAMES = (
     r"^aten::(view|reshape|_unsafe_view|unflatten|split|split_with_sizes|chunk|unbind|slice|narrow|select|"
     r"contiguous|permute|transpose|t|numpy_T|mT|clone|expand|unsqueeze|squeeze)$"
@@ -85,7 +85,7 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
         block_after=BLOCK_AFTER,
         tp_reduction=TP_REDUCTION,
         named_head_stages=NAMED_HEAD_STAGES,
-        projection_names=PROJECTION_NAMES,
+        norm_ops=NORM_OPS,
         reshape_names=RESHAPE_NAMES,
     )
     sqlmodules.run(con, "attribution/eager_block_ends")

@@ -22,15 +22,18 @@
 -- - R, a tensor-parallel reduction (tp_reduction);
 -- - X, anything else (a norm, a residual add, an MLP op).
 --
--- Without recorded shapes (the profiler's default) a core's siblings are classed by their names alone: P a
--- projection op (projection_names), R, B (named ops only), G a reshape by name, N an allocation, the rotary
--- positions (arange) or a quantization, L a norm op (a rule's norm, or a name that says one), X anything else.
+-- Without recorded shapes (the profiler's default) a core's siblings are classed by their names alone, through
+-- the op rules that name them: P an op a rule names a projection (proj: aten's GEMM entry points but matmul,
+-- which without shapes looks like the core's products, cutlass_scaled_mm, another library's GEMM op), R, B
+-- (named ops only), G a reshape or an op a rule names layout (casts, copies, quantization), N an allocation or
+-- the rotary positions (arange), L a norm op (a rule's norm, or a name that says one, not fused with the
+-- residual add), X anything else.
 --
 -- @param block_before INT          How many sibling ops before the core a block may reach (eager.BLOCK_BEFORE).
 -- @param block_after INT           How many after it (eager.BLOCK_AFTER).
 -- @param tp_reduction TEXT         A tensor-parallel reduction op's name (eager.TP_REDUCTION).
 -- @param named_head_stages LIST    Stages whose named ops are head ops whatever their shapes (eager.NAMED_HEAD_STAGES).
--- @param projection_names TEXT     A projection op's name, for siblings without shapes (eager.PROJECTION_NAMES).
+-- @param norm_ops TEXT             The ops an RMSNorm is written in (eager.NORM_OPS), for siblings without shapes.
 -- @param reshape_names TEXT        A reshape op's name: view, split, transpose, ... (eager.RESHAPE_NAMES).
 -- @reads _eager_found, _eager_siblings, _eager_call_ops, _op_match
 -- @creates _eager_block_cores      The cores: qk_id (the first product's id, or the call op's), qk_i, pv_i (its first and last sibling number), lane, parent_id, d, sq, skv, qb, qh, qrank, shaped.
@@ -95,19 +98,19 @@ SELECT *, lag(cls0) OVER (PARTITION BY qk_id ORDER BY i) AS before,
        -- (a run of arithmetic shares its island with the op right before it)
        sum(CASE WHEN arith THEN 0 ELSE 1 END) OVER (PARTITION BY qk_id ORDER BY i ROWS UNBOUNDED PRECEDING) AS island
 FROM (
-SELECT *, NOT shaped AND i < qk_i AND regexp_matches(name, '^aten::(to|_to_copy|pow|mean|add|add_|rsqrt|mul|mul_|var|var_mean|sub|sqrt)$') AS arith,
+SELECT *, NOT shaped AND i < qk_i AND regexp_matches(name, {{norm_ops}}) AS arith,
        CASE WHEN NOT shaped THEN
                 -- Without recorded shapes: what the names say (attribution/eager_block_ends bounds these blocks
                 -- by their projections instead).
-                CASE WHEN regexp_matches(name, {{projection_names}}) THEN 'P'
+                CASE WHEN named = 'proj' THEN 'P'
                      WHEN regexp_matches(name, {{tp_reduction}}) THEN 'R'
                      WHEN named IN {{named_head_stages}} THEN 'B'
-                     WHEN regexp_matches(name, {{reshape_names}}) OR name IN ('aten::to', 'aten::_to_copy', 'aten::type_as') THEN 'G'
+                     WHEN named = 'layout' OR regexp_matches(name, {{reshape_names}}) THEN 'G'
                      WHEN regexp_matches(name, '^aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided|arange)$')
-                          OR regexp_matches(name, '(?i)(^|::|_)(de)?quant(ize)?(_|$)') THEN 'N'
+                          THEN 'N'
                      -- (a norm fused with the residual add, fused_add_rms_norm, is the layer's: X)
-                     WHEN regexp_matches(name, '(?i)add') THEN 'X'
-                     WHEN named = 'norm' OR regexp_matches(name, '(?i)(^|::|_)(rms_?norm|layer_?norm|group_?norm)') THEN 'L'
+                     WHEN (named = 'norm' OR regexp_matches(name, '(?i)(^|::|_)(rms_?norm|layer_?norm|group_?norm)'))
+                          AND NOT regexp_matches(name, '(?i)add') THEN 'L'
                      ELSE 'X' END
             WHEN gemm.o > 0 AND gemm.o % d = 0 THEN 'P'
             WHEN regexp_matches(name, {{tp_reduction}}) THEN 'R'

@@ -8,7 +8,7 @@
 -- qk_norm, one before them pre_norm, one after the core out_proj; and its multiplies no longer pass for a
 -- rotary embedding's. The marks cover each op, what it calls and the runtime calls they make.
 --
--- @param norm_ops TEXT    The ops an RMSNorm is written in (assign.NORM_OPS).
+-- @param norm_ops TEXT    The ops an RMSNorm is written in (eager.NORM_OPS).
 -- @param reach INT        How far from its rsqrt a norm's op may sit (assign.NORM_REACH).
 -- @param rule TEXT        The marks' rule (assign.NORM_RULE).
 -- @reads cpu_slices, _cpu, _anc, _slice_calls
