@@ -639,6 +639,14 @@ def _rotate(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
     return x * torch.cos(angle) + x.roll(1, -1) * torch.sin(angle)
 
 
+def _token_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """A serving attention op's body on [T, H, D] rows: plain ops inside (no SDPA op, whose backend would
+    name its own impl), [H, T, D] products."""
+    q, k, v = (t.transpose(0, 1) for t in (q, k, v))
+    scores = torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1)
+    return (scores @ v).transpose(0, 1).contiguous()
+
+
 @pytest.fixture(scope="module")
 def serving_ops():
     """vLLM-like custom ops: ``tk_vllm::rotary_embedding``, ``reshape_and_cache_flash``,
@@ -669,10 +677,7 @@ def serving_ops():
 
     @torch.library.custom_op("vllm::unified_attention_tk", mutates_args=())
     def unified_attention_tk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        # Plain ops inside (no SDPA op, whose backend would name its own impl): [H, T, D] products.
-        q, k, v = (t.transpose(0, 1) for t in (q, k, v))
-        scores = torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1)
-        return (scores @ v).transpose(0, 1).contiguous()
+        return _token_attention(q, k, v)
 
     return (
         rotary_embedding,
@@ -802,9 +807,7 @@ def sglang_ops():
 
     @torch.library.custom_op("sglang::tk_paged_attention", mutates_args=())
     def tk_paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        q, k, v = (t.transpose(0, 1) for t in (q, k, v))
-        scores = torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1)
-        return (scores @ v).transpose(0, 1).contiguous()
+        return _token_attention(q, k, v)
 
     return add_rmsnorm, gemm_a16w16, apply_qk_norm, rotary_embedding, set_kv_buffer, tk_paged_attention
 
