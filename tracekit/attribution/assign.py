@@ -55,10 +55,6 @@ PRODUCTS = ("matmul", "qk_matmul", "pv_matmul", "softmax", "fused_attention")
 ROPE_OPS = ("scale", "mask", "rotate")
 NORM_REACH = 6  # how far from its rsqrt a norm's op may sit (Gemma 3's weight multiply: 4 after)
 NORM_RULE = "norm: an RMSNorm written in ops (rsqrt and the casts, pow, mean, add, mul beside it)"
-# Tensor-parallel communication inside an attention block: an op a rule names a collective decides its subtree even
-# inside a projection's module scope (``attribution/slice_stages``), and a communication GPU op (the
-# gpu_op_category macro) that a projection's decision took in is this stage (``attribution/gpu_op_stage_decisions``).
-TP_COMM = "tp_comm"
 # The stage lists the position rules read.
 _POSITIONS = {"core": ("matmul", *CORE_STAGES), "products": PRODUCTS}
 
@@ -104,7 +100,7 @@ def _cpu_stages(con, kind: str) -> None:
     sqlmodules.run(con, "attribution/slice_calls")
     sqlmodules.run(con, "attribution/norm_ops", norm_ops=eager.NORM_OPS, reach=NORM_REACH, rule=NORM_RULE)
     sqlmodules.run(con, "attribution/op_facts", stages=("concat", "matmul", *ROPE_OPS))
-    sqlmodules.run(con, "attribution/slice_stages", comm_stage=TP_COMM)
+    sqlmodules.run(con, "attribution/slice_stages", comm_stage=eager.TP_COMM)
     sqlmodules.run(con, "attribution/call_anchors", rope_ops=ROPE_OPS, **_POSITIONS)
     sqlmodules.run(con, "attribution/cpu_stage_decisions", table=kind, rope_ops=ROPE_OPS)
     # A training step's backward: each autograd node takes its forward op's stage and call's backward call.
@@ -125,4 +121,4 @@ def _gpu_op_stages(con, kind: str) -> None:
         **_POSITIONS,
     )
     kernel_blocks.find(con, "_gpu_decisions")
-    sqlmodules.run(con, "attribution/gpu_op_stage_decisions", table=kind, comm_stage=TP_COMM)
+    sqlmodules.run(con, "attribution/gpu_op_stage_decisions", table=kind, comm_stage=eager.TP_COMM)

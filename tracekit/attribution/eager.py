@@ -43,9 +43,11 @@ UNSHAPED_GAP = 3
 # How far from the core a block's projections, rotary embedding and KV-cache update may sit.
 BLOCK_BEFORE = 128
 BLOCK_AFTER = 16
-# A tensor-parallel output projection's reduction (vLLM's vllm::all_reduce, c10d::allreduce_, a
-# reduce-scatter under sequence parallelism): right after the block's last projection, it is the block's.
-TP_REDUCTION = r"(?i)all_?reduce|reduce_?scatter"
+# Tensor-parallel communication inside an attention block. An op a rule names a collective decides its subtree
+# even inside a projection's module scope (attribution/slice_stages) and, beside an eager block, bounds it (right
+# after the output projection it is the block's); a communication GPU op (the gpu_op_category macro) that a
+# projection's decision took in is this stage (attribution/gpu_op_stage_decisions).
+TP_COMM = "tp_comm"
 # An RMSNorm written in plain ops (Hugging Face's Qwen3, Gemma 3, OLMo-2 q_norm and k_norm, DeepSeek's
 # latent norms): the ops of that kind around an rsqrt (here, siblings without shapes; ``attribution/norm_ops``).
 NORM_OPS = r"^aten::(to|_to_copy|type_as|pow|square|mean|add|rsqrt|mul)$"
@@ -83,7 +85,7 @@ def _block(con: duckdb.DuckDBPyConnection) -> None:
         "attribution/eager_block_classes",
         block_before=BLOCK_BEFORE,
         block_after=BLOCK_AFTER,
-        tp_reduction=TP_REDUCTION,
+        comm_stage=TP_COMM,
         named_head_stages=NAMED_HEAD_STAGES,
         norm_ops=NORM_OPS,
         reshape_names=RESHAPE_NAMES,

@@ -19,7 +19,7 @@
 --   attn_mask before the core, its weights averaged over the heads after it): neither end nor start;
 -- - L (siblings without shapes only), a norm: a norm op, or a run of casts, pow, mean, add, rsqrt, mul around
 --   an rsqrt (an RMSNorm written in ops);
--- - R, a tensor-parallel reduction (tp_reduction);
+-- - R, a tensor-parallel collective: an op a rule names comm_stage (vLLM's all_reduce after a row-parallel o_proj);
 -- - X, anything else (a norm, a residual add, an MLP op).
 --
 -- Without recorded shapes (the profiler's default) a core's siblings are classed by their names alone, through
@@ -31,7 +31,7 @@
 --
 -- @param block_before INT          How many sibling ops before the core a block may reach (eager.BLOCK_BEFORE).
 -- @param block_after INT           How many after it (eager.BLOCK_AFTER).
--- @param tp_reduction TEXT         A tensor-parallel reduction op's name (eager.TP_REDUCTION).
+-- @param comm_stage TEXT           The stage of tensor-parallel communication (eager.TP_COMM).
 -- @param named_head_stages LIST    Stages whose named ops are head ops whatever their shapes (eager.NAMED_HEAD_STAGES).
 -- @param norm_ops TEXT             The ops an RMSNorm is written in (eager.NORM_OPS), for siblings without shapes.
 -- @param reshape_names TEXT        A reshape op's name: view, split, transpose, ... (eager.RESHAPE_NAMES).
@@ -103,7 +103,7 @@ SELECT *, NOT shaped AND i < qk_i AND regexp_matches(name, {{norm_ops}}) AS arit
                 -- Without recorded shapes: what the names say (attribution/eager_block_ends bounds these blocks
                 -- by their projections instead).
                 CASE WHEN named = 'proj' THEN 'P'
-                     WHEN regexp_matches(name, {{tp_reduction}}) THEN 'R'
+                     WHEN named = {{comm_stage}} THEN 'R'
                      WHEN named IN {{named_head_stages}} THEN 'B'
                      WHEN named = 'layout' OR regexp_matches(name, {{reshape_names}}) THEN 'G'
                      WHEN regexp_matches(name, '^aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided|arange)$')
@@ -113,7 +113,7 @@ SELECT *, NOT shaped AND i < qk_i AND regexp_matches(name, {{norm_ops}}) AS arit
                           AND NOT regexp_matches(name, '(?i)add') THEN 'L'
                      ELSE 'X' END
             WHEN gemm.o > 0 AND gemm.o % d = 0 THEN 'P'
-            WHEN regexp_matches(name, {{tp_reduction}}) THEN 'R'
+            WHEN named = {{comm_stage}} THEN 'R'
             -- An op a rule names a rotary embedding or a KV-cache write (vLLM's _C::rotary_embedding
             -- and reshape_and_cache_flash work on [T, H * D] rows: no head dim in their shapes).
             WHEN named IN {{named_head_stages}} THEN 'B'

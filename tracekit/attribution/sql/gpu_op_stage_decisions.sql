@@ -7,7 +7,7 @@
 -- (gpu_op_category) there is the tensor-parallel collective (comm_stage), and a memcpy is a copy (layout).
 --
 -- @param table KEYWORD(TABLE|TEMP TABLE)  TEMP TABLE for a database that cannot be written.
--- @param comm_stage TEXT                  The stage of tensor-parallel communication (assign.TP_COMM).
+-- @param comm_stage TEXT                  The stage of tensor-parallel communication (eager.TP_COMM).
 -- @reads _gpu_decisions, _kblock, gpu_ops
 -- @creates gpu_op_stage_decisions
 CREATE {{table}} gpu_op_stage_decisions AS

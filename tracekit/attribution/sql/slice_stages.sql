@@ -9,7 +9,7 @@
 -- slice is at or after its call's start. x @ W.T (Falcon's linear) is a projection, not one of the core's
 -- products.
 --
--- @param comm_stage TEXT    The stage of tensor-parallel communication (assign.TP_COMM).
+-- @param comm_stage TEXT    The stage of tensor-parallel communication (eager.TP_COMM).
 -- @reads _slice_marks, _marked, _slice_calls, _op_facts
 -- @scratch _slice_deciders  Per slice: call_id, in_call_op, and the deciding mark's rowid per layer (by_label, by_module: a module scope or a collective op over it, by_inner_op, by_outer_op).
 -- @creates _slice_stages    Per slice under a mark: x, call_id, in_call_op, d (the decision: stage, decider, pos, rule, appends, low_rank), source (label, module, op).
