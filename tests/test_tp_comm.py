@@ -233,3 +233,22 @@ def test_b200_vllm_out_proj_is_its_gemm_and_the_all_reduce_is_tp_comm(load_share
     assert got["communication"] == 2_141_501
     assert got["computation"] + got["communication"] == 10_771_685 + 21_953
     assert (got["memcpy"], got["busy"]) == (802_844, 11_596_482)
+
+
+def test_b200_vllm_nested_collectives_are_decided_by_the_outermost_every_run(load_shared):
+    """vLLM's ``vllm::all_reduce`` holds torch's ``symm_mem::multimem_all_reduce_``: both are collective ops,
+    and the outermost decides every slice under it (attribution/slice_stages). Their positions differ by a
+    few units; an offset of 2^62 in the aggregate's key made the two keys equal in a DOUBLE, so the decider
+    changed from build to build (the inner op won most runs). Truth by construction: each slice's decider is
+    its outermost ancestor-or-self that is a tp_comm op."""
+    trace = load_shared("tracelens/b200_vllm_eager_paged-fp8.json.gz")
+    rows = trace.sql(
+        """SELECT s.name, o.name AS decider, count(*)
+           FROM cpu_stage_decisions d JOIN cpu_slices s ON s.id = d.id JOIN cpu_slices o ON o.id = d.decider_id
+           WHERE d.stage = 'tp_comm' AND s.name LIKE '%all_reduce%' GROUP BY ALL ORDER BY ALL"""
+    ).rows()
+    # The inner op sits directly under the outer one in every layer (the outer op is a top-level op).
+    assert rows == [
+        ("symm_mem::multimem_all_reduce_", "vllm::all_reduce", 36),
+        ("vllm::all_reduce", "vllm::all_reduce", 36),
+    ]

@@ -18,8 +18,10 @@ SELECT x.x, c.call_id, c.in_call_op,
        arg_max(m.rowid, m.pos)
            FILTER (WHERE m.kind = 'user_annotation' AND m.stage IS NOT NULL) AS by_label,
        -- The innermost module scope, or over it the outermost collective op (one aggregate: a collective op ranks
-       -- above every module, the outer the higher).
-       arg_max(m.rowid, CASE WHEN m.kind = 'cpu_op' THEN 4611686018427387904 - m.pos ELSE m.pos END)
+       -- above every module, the outer the higher). The offset is 2^40: positions (a few per slice) stay below it
+       -- and keep their fractions in a DOUBLE (2^62 did not: two nested collectives' keys were equal, and the
+       -- decider changed from run to run).
+       arg_max(m.rowid, CASE WHEN m.kind = 'cpu_op' THEN 1099511627776 - m.pos ELSE m.pos END)
            FILTER (WHERE (m.kind = 'module' AND m.stage IS NOT NULL OR m.kind = 'cpu_op' AND m.stage = {{comm_stage}})
                    AND (m.context = 'any' OR m.pos >= c.call_pos))
            AS by_module,
