@@ -33,15 +33,20 @@ cpu AS (
     SELECT call_id, bool_or(stage IN ('qk_matmul', 'pv_matmul')) AND bool_or(stage = 'softmax') AS unfused
     FROM cpu_stage_decisions WHERE call_id IS NOT NULL GROUP BY call_id
 ),
+-- The marks of each call's decided slices, read once by the three aggregates below.
+call_marks AS MATERIALIZED (
+    SELECT c.call_id, m.id, m.pos, m.kind, m.impl, m.is_call, m.causal_arg
+    FROM cpu_stage_decisions c JOIN _marked m ON m.mkey = c.id
+    WHERE c.call_id IS NOT NULL
+),
 -- The innermost marked op of the call that names an impl, and the
 -- op that carries the shapes (an SDPA op or backend).
 inner_ops AS (
-    SELECT c.call_id,
-           arg_max(m.impl, m.pos) FILTER (WHERE m.kind = 'cpu_op' AND m.impl IS NOT NULL) AS op_impl,
-           arg_max(m.id, m.pos) FILTER (WHERE m.causal_arg IS NOT NULL) AS shape_op,
-           arg_max(m.causal_arg, m.pos) FILTER (WHERE m.causal_arg IS NOT NULL) AS causal_arg
-    FROM cpu_stage_decisions c JOIN _marked m ON m.mkey = c.id
-    WHERE c.call_id IS NOT NULL GROUP BY c.call_id
+    SELECT call_id,
+           arg_max(impl, pos) FILTER (WHERE kind = 'cpu_op' AND impl IS NOT NULL) AS op_impl,
+           arg_max(id, pos) FILTER (WHERE causal_arg IS NOT NULL) AS shape_op,
+           arg_max(causal_arg, pos) FILTER (WHERE causal_arg IS NOT NULL) AS causal_arg
+    FROM call_marks GROUP BY call_id
 ),
 -- Unfused calls: the first QK^T product (bmm / matmul) carries the shapes: the op that
 -- decided the stage, or under a stage:qk_matmul label the first matmul op inside it.
@@ -57,24 +62,24 @@ qk AS (
         WHERE c.stage = 'qk_matmul' AND c.source = 'label'
     ) GROUP BY call_id
 ),
+-- The call ops without a shape argument, the only ones the next two read (a few per call, so only they
+-- are joined to cpu_slices for their names and dimensions):
 -- nn.MultiheadAttention's fast path (aten::_native_multi_head_attention): its query [B, S, E] and key
 -- [B, Skv, E] carry the batch and lengths, its fifth argument (Concrete Inputs) the heads.
-native AS (
-    SELECT c.call_id, arg_min(s.id, s.ts_ns) AS native_op
-    FROM cpu_stage_decisions c JOIN cpu_slices s ON s.id = c.id
-    WHERE c.call_id IS NOT NULL AND s.name = 'aten::_native_multi_head_attention' GROUP BY c.call_id
-),
 -- A varlen or paged attention op (flash_attn's varlen functions, vLLM's, aiter's): query [T, H, D] and key
 -- [T, Hkv, D] over the batch's T tokens give the heads and head dim; the batch and lengths are in metadata
 -- the trace does not record (they stay unknown).
-tokens AS (
-    SELECT c.call_id, arg_max(s.input_dims, m.pos) AS tk_dims
-    FROM cpu_stage_decisions c JOIN _marked m ON m.mkey = c.id JOIN cpu_slices s ON s.id = m.id
-    WHERE c.call_id IS NOT NULL AND m.kind = 'cpu_op' AND m.is_call AND m.causal_arg IS NULL
-      AND NOT regexp_matches(s.name, '_backward') AND s.name <> 'aten::_native_multi_head_attention'
-      AND json_array_length(s.input_dims->'$[0]') = 3 AND json_array_length(s.input_dims->'$[1]') = 3
-      AND s.input_dims->>'$[0][0]' = s.input_dims->>'$[1][0]' AND s.input_dims->>'$[0][2]' = s.input_dims->>'$[1][2]'
-    GROUP BY c.call_id
+call_ops AS (
+    SELECT m.call_id,
+           arg_min(s.id, s.ts_ns) FILTER (WHERE s.name = 'aten::_native_multi_head_attention') AS native_op,
+           arg_max(s.input_dims, m.pos) FILTER (
+               WHERE NOT regexp_matches(s.name, '_backward') AND s.name <> 'aten::_native_multi_head_attention'
+                 AND json_array_length(s.input_dims->'$[0]') = 3 AND json_array_length(s.input_dims->'$[1]') = 3
+                 AND s.input_dims->>'$[0][0]' = s.input_dims->>'$[1][0]'
+                 AND s.input_dims->>'$[0][2]' = s.input_dims->>'$[1][2]') AS tk_dims
+    FROM call_marks m JOIN cpu_slices s ON s.id = m.id
+    WHERE m.kind = 'cpu_op' AND m.is_call AND m.causal_arg IS NULL
+    GROUP BY m.call_id
 ),
 calls AS (
     SELECT i.call_id, coalesce(cd.trace_id, gs.trace_id) AS trace_id,
@@ -98,7 +103,7 @@ calls AS (
                 WHEN qo.name = 'aten::baddbmm' THEN json_array(qo.input_dims->'$[1]', qo.input_dims->'$[2]')
            END AS qk_dims,
            qo.input_types AS qk_types,
-           nm.input_dims AS nm_dims, nm.input_types AS nm_types, tk.tk_dims,
+           nm.input_dims AS nm_dims, nm.input_types AS nm_types, co.tk_dims,
            coalesce(TRY_CAST(json_extract_string(nm.concrete_inputs, '$[4]') AS BIGINT),
                     -- without Concrete Inputs: its QK^T bmm's [B * H, Sq, D] over the query's B
                     CASE WHEN qo.name = 'aten::bmm' AND json_array_length(qo.input_dims->'$[0]') = 3
@@ -115,9 +120,8 @@ calls AS (
     LEFT JOIN cpu_slices so ON so.id = io.shape_op
     LEFT JOIN qk ON qk.call_id = i.call_id
     LEFT JOIN cpu_slices qo ON qo.id = qk.qk_op
-    LEFT JOIN native n ON n.call_id = i.call_id
-    LEFT JOIN cpu_slices nm ON nm.id = n.native_op
-    LEFT JOIN tokens tk ON tk.call_id = i.call_id
+    LEFT JOIN call_ops co ON co.call_id = i.call_id
+    LEFT JOIN cpu_slices nm ON nm.id = co.native_op
 ),
 shaped AS (
     SELECT call_id, trace_id, impl, op, call_source, gpu_ops, gpu_ns, attention_kernel_ns, cpu_ns, orphan, ts_ns,
