@@ -6,6 +6,7 @@ it is placed), and the shared SGLang decode trace (one hipGraphLaunch per step).
 
 from __future__ import annotations
 
+import pytest
 from synthetic import TraceBuilder
 
 import tracekit
@@ -276,4 +277,33 @@ def test_projections_apart_by_inductor_norms_by_construction(tmp_path):
     # A GEMM of another kernel than the group's ends the walk back: not a projection of this block
     # (and the norm kernel after it, before the first projection, is not the block's either).
     trace, expected = _load(tmp_path, [[(GEMM_DOWN, "other"), (stat, "other"), *block[2:]]], name="o.json.gz", steps=1)
+    assert [r[1] for r in _rows(trace)] == expected
+
+
+@pytest.mark.parametrize(
+    "rope",
+    [
+        "triton_poi_fused_add_cat_index_select_mul_sub_5",  # vLLM's forward_native (neox halves), compiled
+        "triton_poi_fused_add_mul_stack_view_4",  # GPT-J's interleaved pairs, stacked
+        "triton_poi_fused_cat_mul_slice_sub_6",  # x1 * cos - x2 * sin, then cat
+    ],
+)
+def test_compiled_rotary_without_a_negation_is_rope_by_construction(tmp_path, rope):
+    """Inductor names a kernel by its ops, sorted: a rotary embedding written as products and a sum or
+    difference of the halves (no neg) is still a product, a sum and a cat or stack in one kernel, and inside
+    the call it is rope, not layout or other; a norm kernel that also concatenates stays a norm."""
+    img, txt = "Cijk_Alik_Bljk_BBS_MT64x96x128", "Cijk_Alik_Bljk_BBS_MT64x48x256"
+    stat, apply = "triton_per_fused__to_copy_addmm_mean_pow_view_7", "triton_poi_fused_add_cat_mean_mul_pow_rsqrt_9"
+    block = [
+        (img, "other"),
+        ("triton_red_fused_add_addmm_mul_native_layer_norm_split_27", "other"),
+        *[(img, "qkv_proj"), (stat, "qk_norm"), (txt, "qkv_proj"), (stat, "qk_norm"), (apply, "qk_norm")] * 2,
+        (rope, "rope"),
+        (img, "qkv_proj"),
+        (txt, "qkv_proj"),
+        ("sage_fwd", "fused_attention"),
+        ("triton_poi_fused_clone_transpose_21", "layout"),
+        (txt, "out_proj"),
+    ]
+    trace, expected = _load(tmp_path, [block], steps=1)
     assert [r[1] for r in _rows(trace)] == expected
