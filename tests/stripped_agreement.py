@@ -8,6 +8,9 @@ measures, per pair of traces, how much of it survives without them:
 - ``other_pct``: of the scoped copy's attention-scope time (ops inside an attention call whose stage is not
   ``other``: what the attention modules hold; a model-level rotary table outside them, rope by its module
   rule, is not the attention modules' time), the share the stripped copy calls ``other`` (lost to attention);
+- ``extra_pct``: the other direction, time the stripped copy puts in an attention call with a stage other
+  than ``other`` that the scoped copy leaves out, as a share of the same scoped attention time (reported, no
+  bar: a model-level op next to a block, such as BERT's extended attention mask, can join it);
 - ``core_right_pct``: of the scoped copy's core-stage time (qk_matmul, scale, mask, softmax, dropout,
   pv_matmul, fused_attention: the stages ``capture/stages.csv`` marks core), the share the stripped copy
   gives the same stage.
@@ -69,6 +72,7 @@ class Agreement:
     unmatched: int = 0  # scoped ops the stripped copy lacks (none when it is a true twin)
     attention_ns: int = 0  # scoped time inside a call with a stage other than other
     lost_ns: int = 0  # of it, what the stripped copy calls other
+    extra_ns: int = 0  # stripped time inside a call with a stage other than other that the scoped copy leaves out
     core_ns: int = 0  # scoped time with a core stage
     core_right_ns: int = 0  # of it, what the stripped copy gives the same stage
     calls_scoped: int = 0
@@ -82,6 +86,12 @@ class Agreement:
     def other_pct(self) -> float:
         """Share of the scoped attention time the stripped copy calls other, percent (0 without any)."""
         return 100.0 * self.lost_ns / self.attention_ns if self.attention_ns else 0.0
+
+    @property
+    def extra_pct(self) -> float:
+        """The other direction: time the stripped copy adds to attention that the scoped copy leaves out, as a
+        percent of the scoped attention time (0 without any)."""
+        return 100.0 * self.extra_ns / self.attention_ns if self.attention_ns else 0.0
 
     @property
     def core_right_pct(self) -> float:
@@ -152,6 +162,8 @@ def agreement(
                 continue
             result.matched += 1
             other = twin[0]
+            if other != "other" and twin[2] and not (stage != "other" and in_call):
+                result.extra_ns += ns
             if stage != "other" and in_call:
                 result.attention_ns += ns
                 result.lost_ns += ns if other == "other" else 0

@@ -52,12 +52,17 @@ prev AS (  -- where the block before it on the thread ends
 ),
 -- Before the core, each op's nearest projections on either side (after the previous block): an X
 -- between two that read the same width, on tensors as wide as the first one's output (or its
--- per-row statistics), works on what that projection made (OLMo-2's q_norm over [B, S, H * D]
--- rows, between q_proj and k_proj), not on the layer's hidden state.
+-- per-row statistics) and of as many dims, works on what that projection made (OLMo-2's q_norm over
+-- [B, S, H * D] rows, between q_proj and k_proj), not on the layer's hidden state. (The dims tell a
+-- model's last [B, E] projection from the next model's first layer: CLIP's visual projection, then the
+-- text embeddings' add and the layer's input norm over [B, S, E], the same width.)
 near AS (
     SELECT w.qk_id, w.i, w.cls, w.last_dims,
            last_value(CASE WHEN w.cls = 'P' AND w.i > coalesce(p.prev_end, -1) THEN w.gemm END IGNORE NULLS)
                OVER (PARTITION BY w.qk_id ORDER BY w.i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS p_before,
+           last_value(CASE WHEN w.cls = 'P' AND w.i > coalesce(p.prev_end, -1) THEN w.max_rank END IGNORE NULLS)
+               OVER (PARTITION BY w.qk_id ORDER BY w.i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS p_rank,
+           w.max_rank,
            first_value(CASE WHEN w.cls = 'P' THEN w.gemm.i END IGNORE NULLS)
                OVER (PARTITION BY w.qk_id ORDER BY w.i ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS w_after
     FROM _eager_sibling_classes w JOIN prev p USING (qk_id)
@@ -65,7 +70,7 @@ near AS (
 ),
 bound AS (
     SELECT qk_id,
-           max(i) FILTER (WHERE cls = 'R' OR cls IN ('X', 'L') AND NOT coalesce(p_before.i = w_after
+           max(i) FILTER (WHERE cls = 'R' OR cls IN ('X', 'L') AND NOT coalesce(p_before.i = w_after AND max_rank = p_rank
                                                                         AND list_has_all([p_before.o, 1], last_dims), false))
                AS last_x
     FROM near GROUP BY qk_id
