@@ -153,7 +153,8 @@ def test_steady_state_is_the_window_after_the_slow_first_steps_by_construction(t
     """Six decode steps whose first two take 10x longer (a warm-up) and a capture pass before them: the capture and
     the two slow steps are not steady state, the four others are; one prefill step alone cannot tell (NULL). A
     launch of a graph outside every step is a decode step of its own; a vLLM V1 forward scope outside
-    execute_new_ (an outside profiler) is a step, inside it part of the step."""
+    execute_new_ (an outside profiler) is a step, inside it part of the step. A replay is decode when it runs a
+    decode attention kernel (split-KV), else its phase is unknown."""
     b = TraceBuilder()
     t = 0
     b.user_annotation("execute_new_4_cached_0", t, 40_000)
@@ -166,9 +167,10 @@ def test_steady_state_is_the_window_after_the_slow_first_steps_by_construction(t
         b.user_annotation("gpu_model_runner: forward", t + 1_000, dur - 2_000)
         b.op_with_kernels("vllm::unified_attention_with_output", t + 2_000, [("flash_fwd_kernel", None, 3_000)])
         t += dur + 10_000
-    b.graph_launch(t, [("gemm", None, 3_000), ("flash_fwd_kernel", None, 1_000)])
+    b.graph_launch(t, [("gemm", None, 3_000), ("flash_fwd_splitkv_kernel", None, 1_000)])  # split-KV: decode
     t += 50_000
     b.user_annotation("gpu_model_runner: forward", t, 20_000)
+    b.graph_launch(t + 100_000, [("gemm", None, 3_000), ("flash_fwd_kernel", None, 1_000)])  # no decode kernel
     b.finish()
     b.write(tmp_path / "steady.json.gz")
     with tracekit.load(tmp_path / "steady.json.gz") as trace:
@@ -181,9 +183,10 @@ def test_steady_state_is_the_window_after_the_slow_first_steps_by_construction(t
         *[("execute_new_0_cached_4", "decode", "step", steady) for steady in (False, False, True, True, True, True)],
         ("cudaGraphLaunch", "decode", "graph_replay", True),
         ("gpu_model_runner: forward", "unknown", "forward", None),
+        ("cudaGraphLaunch", "unknown", "graph_replay", None),
     ]
-    assert [s["step"] for s in steps] == list(range(1, 11))
-    assert [s["gpu_ops"] for s in steps] == [1, 0, 1, 1, 1, 1, 1, 1, 2, 0]
+    assert [s["step"] for s in steps] == list(range(1, 12))
+    assert [s["gpu_ops"] for s in steps] == [1, 0, 1, 1, 1, 1, 1, 1, 2, 0, 2]
     # Decode: six steps of 4 requests and a replay without counts; the capture is left out.
     decode = phases[("decode", "fused_attention")]
     assert (decode["steps"], decode["steady_steps"], decode["requests"]) == (7, 5, 24)

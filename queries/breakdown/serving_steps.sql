@@ -16,8 +16,9 @@
 -- phase: the rule's when the name says it (step[DECODE ...]), else prefill
 -- when only prefill (context, new) requests run, decode when only decode
 -- (generation, cached) requests, mixed when both (chunked prefill), else from
--- the name's words; a graph replay outside every step is decode; unknown
--- otherwise. GPU ops are those launched on the step's thread inside its range
+-- the name's words; a graph replay outside every step is decode when it runs
+-- a decode attention kernel (paged, split-KV: the rules of kind replay);
+-- unknown otherwise. GPU ops are those launched on the step's thread inside its range
 -- (a graph launch brings all its kernels); attention_gpu_ns those of an
 -- attention stage (gpu_op_stages.stage other than other).
 -- steady_state, per trace and phase over the steps that are not captures:
@@ -92,17 +93,28 @@ marked_steps AS (
           AND NOT (o.ts_ns = c.ts_ns AND o.end_ns = c.end_ns AND o.kind = c.kind AND o.id > c.id)
     )
 ),
-replays AS (
-    -- Graph launches outside every step: one step each (decode: engines replay whole-model graphs for decode batches).
-    SELECT r.id, r.trace_id, r.pid, r.tid, r.api AS name, r.ts_ns, r.dur_ns, r.end_ns, 'graph_replay' AS source,
-           'graph_replay' AS engine, 'graph_replay' AS kind, 'decode' AS rule_phase,
-           NULL::BIGINT AS ctx, NULL::BIGINT AS gen, NULL::BIGINT AS ctx_tok, NULL::BIGINT AS gen_tok,
-           NULL::BIGINT AS batch, NULL::BIGINT AS toks
-    FROM runtime_calls r
+free_launches AS (
+    -- Graph launches outside every step: one step each.
+    SELECT r.* FROM runtime_calls r
     WHERE r.graph_launch
       AND NOT EXISTS (SELECT 1 FROM marked_steps s
                       WHERE s.trace_id = r.trace_id AND s.pid = r.pid AND s.tid = r.tid
                         AND r.ts_ns >= s.ts_ns AND r.ts_ns <= s.end_ns)
+),
+decode_kernels AS (
+    -- The kernel names of those replays that a replay rule (kind replay) calls decode kernels.
+    SELECT DISTINCT n.name FROM (SELECT DISTINCT g.name FROM free_launches f JOIN gpu_ops g ON g.launch_id = f.id) n
+    JOIN rule_serving_steps r ON r.applies_to = 'kernel' AND r.kind = 'replay' AND r.phase = 'decode'
+                             AND regexp_matches(n.name, r.pattern)
+),
+replays AS (
+    SELECT f.id, f.trace_id, f.pid, f.tid, f.api AS name, f.ts_ns, f.dur_ns, f.end_ns, 'graph_replay' AS source,
+           'graph_replay' AS engine, 'graph_replay' AS kind,
+           CASE WHEN EXISTS (SELECT 1 FROM gpu_ops g JOIN decode_kernels d USING (name) WHERE g.launch_id = f.id)
+                THEN 'decode' ELSE 'unknown' END AS rule_phase,
+           NULL::BIGINT AS ctx, NULL::BIGINT AS gen, NULL::BIGINT AS ctx_tok, NULL::BIGINT AS gen_tok,
+           NULL::BIGINT AS batch, NULL::BIGINT AS toks
+    FROM free_launches f
 ),
 steps AS (
     SELECT * FROM marked_steps

@@ -312,10 +312,10 @@ note VARCHAR  Why.
         "Serving engines' step annotations -> serving steps (tracekit/rules/serving_steps.csv plus user folders): the record_function ranges vLLM, SGLang and others write around one model step, graph captures, and the Python scopes whose calls repeat once per step. Read by the serving_steps query; the first matching row by rule_order wins.",
         _cols(
             """
-pattern VARCHAR  RE2 regular expression matched against a user_annotation's name (applies_to annotation) or a python_function's name (applies_to python).
-applies_to VARCHAR  annotation: record_function ranges; python: python_function frames (with_stack / with_modules).
+pattern VARCHAR  RE2 regular expression matched against a user_annotation's name (applies_to annotation), a python_function's name (applies_to python) or a GPU op's name (applies_to kernel).
+applies_to VARCHAR  annotation: record_function ranges; python: python_function frames (with_stack / with_modules); kernel: the GPU ops of a graph replay outside every step.
 engine VARCHAR  The serving engine that writes the name (vllm_v1, vllm, sglang, amd_profile, any, generic).
-kind VARCHAR  step: one model step; capture: a graph capture pass (warm-up, never steady state); forward: a model forward, a step only where no step or capture range holds it.
+kind VARCHAR  step: one model step; capture: a graph capture pass (warm-up, never steady state); forward: a model forward, a step only where no step or capture range holds it; replay: a kernel that gives a graph replay outside every step its phase.
 phase VARCHAR  prefill, decode or mixed when the name says so; empty: from the request counts (both: mixed), else from the name's words.
 context_requests VARCHAR  Regex whose first group is the number of requests in prefill; empty: none.
 generation_requests VARCHAR  Regex whose first group is the number of requests decoding; empty: none.
