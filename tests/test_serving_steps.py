@@ -154,7 +154,7 @@ def test_steady_state_is_the_window_after_the_slow_first_steps_by_construction(t
     the two slow steps are not steady state, the four others are; one prefill step alone cannot tell (NULL). A
     launch of a graph outside every step is a decode step of its own; a vLLM V1 forward scope outside
     execute_new_ (an outside profiler) is a step, inside it part of the step. A replay is decode when it runs a
-    decode attention kernel (split-KV), else its phase is unknown."""
+    decode attention kernel (split-KV), else its phase is unknown; so is a model's forward scope (TGI)."""
     b = TraceBuilder()
     t = 0
     b.user_annotation("execute_new_4_cached_0", t, 40_000)
@@ -171,6 +171,9 @@ def test_steady_state_is_the_window_after_the_slow_first_steps_by_construction(t
     t += 50_000
     b.user_annotation("gpu_model_runner: forward", t, 20_000)
     b.graph_launch(t + 100_000, [("gemm", None, 3_000), ("flash_fwd_kernel", None, 1_000)])  # no decode kernel
+    # TGI: no range; its model's forward scope, running a paged-attention kernel (decode).
+    b.python_function("nn.Module: FlashLlamaForCausalLM_0", t + 200_000, 30_000)
+    b.op_with_kernels("vllm::unified_attention_with_output", t + 202_000, [("paged_attention_v1_kernel", None, 2_000)])
     b.finish()
     b.write(tmp_path / "steady.json.gz")
     with tracekit.load(tmp_path / "steady.json.gz") as trace:
@@ -184,12 +187,13 @@ def test_steady_state_is_the_window_after_the_slow_first_steps_by_construction(t
         ("cudaGraphLaunch", "decode", "graph_replay", True),
         ("gpu_model_runner: forward", "unknown", "forward", None),
         ("cudaGraphLaunch", "unknown", "graph_replay", None),
+        ("nn.Module: FlashLlamaForCausalLM_0", "decode", "forward", True),
     ]
-    assert [s["step"] for s in steps] == list(range(1, 12))
-    assert [s["gpu_ops"] for s in steps] == [1, 0, 1, 1, 1, 1, 1, 1, 2, 0, 2]
-    # Decode: six steps of 4 requests and a replay without counts; the capture is left out.
+    assert [s["step"] for s in steps] == list(range(1, 13))
+    assert [s["gpu_ops"] for s in steps] == [1, 0, 1, 1, 1, 1, 1, 1, 2, 0, 2, 1]
+    # Decode: six steps of 4 requests, a replay and a forward without counts; the capture is left out.
     decode = phases[("decode", "fused_attention")]
-    assert (decode["steps"], decode["steady_steps"], decode["requests"]) == (7, 5, 24)
+    assert (decode["steps"], decode["steady_steps"], decode["requests"]) == (8, 6, 24)
     assert decode["attention_ns_per_request"] == pytest.approx(6 * 3_000 / 24)
 
 

@@ -16,9 +16,9 @@
 -- phase: the rule's when the name says it (step[DECODE ...]), else prefill
 -- when only prefill (context, new) requests run, decode when only decode
 -- (generation, cached) requests, mixed when both (chunked prefill), else from
--- the name's words; a graph replay outside every step is decode when it runs
--- a decode attention kernel (paged, split-KV: the rules of kind replay);
--- unknown otherwise. GPU ops are those launched on the step's thread inside its range
+-- the name's words; a step whose name tells none (a forward scope, a graph
+-- replay) is decode when it runs a decode attention kernel (paged, split-KV:
+-- the rules of kind phase); unknown otherwise. GPU ops are those launched on the step's thread inside its range
 -- (a graph launch brings all its kernels); attention_gpu_ns those of an
 -- attention stage (gpu_op_stages.stage other than other).
 -- steady_state, per trace and phase over the steps that are not captures:
@@ -93,28 +93,17 @@ marked_steps AS (
           AND NOT (o.ts_ns = c.ts_ns AND o.end_ns = c.end_ns AND o.kind = c.kind AND o.id > c.id)
     )
 ),
-free_launches AS (
+replays AS (
     -- Graph launches outside every step: one step each.
-    SELECT r.* FROM runtime_calls r
+    SELECT r.id, r.trace_id, r.pid, r.tid, r.api AS name, r.ts_ns, r.dur_ns, r.end_ns, 'graph_replay' AS source,
+           'graph_replay' AS engine, 'graph_replay' AS kind, '' AS rule_phase,
+           NULL::BIGINT AS ctx, NULL::BIGINT AS gen, NULL::BIGINT AS ctx_tok, NULL::BIGINT AS gen_tok,
+           NULL::BIGINT AS batch, NULL::BIGINT AS toks
+    FROM runtime_calls r
     WHERE r.graph_launch
       AND NOT EXISTS (SELECT 1 FROM marked_steps s
                       WHERE s.trace_id = r.trace_id AND s.pid = r.pid AND s.tid = r.tid
                         AND r.ts_ns >= s.ts_ns AND r.ts_ns <= s.end_ns)
-),
-decode_kernels AS (
-    -- The kernel names of those replays that a replay rule (kind replay) calls decode kernels.
-    SELECT DISTINCT n.name FROM (SELECT DISTINCT g.name FROM free_launches f JOIN gpu_ops g ON g.launch_id = f.id) n
-    JOIN rule_serving_steps r ON r.applies_to = 'kernel' AND r.kind = 'replay' AND r.phase = 'decode'
-                             AND regexp_matches(n.name, r.pattern)
-),
-replays AS (
-    SELECT f.id, f.trace_id, f.pid, f.tid, f.api AS name, f.ts_ns, f.dur_ns, f.end_ns, 'graph_replay' AS source,
-           'graph_replay' AS engine, 'graph_replay' AS kind,
-           CASE WHEN EXISTS (SELECT 1 FROM gpu_ops g JOIN decode_kernels d USING (name) WHERE g.launch_id = f.id)
-                THEN 'decode' ELSE 'unknown' END AS rule_phase,
-           NULL::BIGINT AS ctx, NULL::BIGINT AS gen, NULL::BIGINT AS ctx_tok, NULL::BIGINT AS gen_tok,
-           NULL::BIGINT AS batch, NULL::BIGINT AS toks
-    FROM free_launches f
 ),
 steps AS (
     SELECT * FROM marked_steps
@@ -140,20 +129,28 @@ counted AS (
     FROM phased
 ),
 ops AS (
-    SELECT s.id AS step_id, g.dur_ns, g.end_ns, st.stage
+    SELECT s.id AS step_id, s.phase, g.name, g.dur_ns, g.end_ns, st.stage
     FROM counted s
     JOIN runtime_calls r ON r.trace_id = s.trace_id AND r.pid = s.pid AND r.tid = s.tid
                         AND r.ts_ns >= s.ts_ns AND r.ts_ns <= s.end_ns
     JOIN gpu_ops g ON g.launch_id = r.id
     JOIN gpu_op_stages st ON st.id = g.id
 ),
+decode_kernels AS (
+    -- Kernel names that make a step of unknown phase a decode step (rules of kind phase), among those steps' ops.
+    SELECT DISTINCT n.name FROM (SELECT DISTINCT name FROM ops WHERE phase = 'unknown') n
+    JOIN rule_serving_steps r ON r.applies_to = 'kernel' AND r.kind = 'phase' AND r.phase = 'decode'
+                             AND regexp_matches(n.name, r.pattern)
+),
 per_step AS (
     SELECT step_id, count(*) AS gpu_ops, sum(dur_ns)::BIGINT AS gpu_ns, max(end_ns) AS gpu_end_ns,
-           coalesce(sum(dur_ns) FILTER (WHERE stage <> 'other'), 0)::BIGINT AS attention_gpu_ns
+           coalesce(sum(dur_ns) FILTER (WHERE stage <> 'other'), 0)::BIGINT AS attention_gpu_ns,
+           bool_or(name IN (SELECT name FROM decode_kernels)) AS decode_kernel
     FROM ops GROUP BY step_id
 ),
 measured AS (
-    SELECT c.*, coalesce(p.gpu_ops, 0) AS n_gpu_ops, coalesce(p.gpu_ns, 0)::BIGINT AS sum_gpu_ns,
+    SELECT c.* REPLACE (CASE WHEN c.phase = 'unknown' AND p.decode_kernel THEN 'decode' ELSE c.phase END AS phase),
+           coalesce(p.gpu_ops, 0) AS n_gpu_ops, coalesce(p.gpu_ns, 0)::BIGINT AS sum_gpu_ns,
            coalesce(p.attention_gpu_ns, 0)::BIGINT AS attn_ns,
            (greatest(c.end_ns, coalesce(p.gpu_end_ns, c.end_ns)) - c.ts_ns)::BIGINT AS wall_ns,
            CASE WHEN c.context_requests IS NULL AND c.generation_requests IS NULL THEN c.batch

@@ -313,9 +313,9 @@ note VARCHAR  Why.
         _cols(
             """
 pattern VARCHAR  RE2 regular expression matched against a user_annotation's name (applies_to annotation), a python_function's name (applies_to python) or a GPU op's name (applies_to kernel).
-applies_to VARCHAR  annotation: record_function ranges; python: python_function frames (with_stack / with_modules); kernel: the GPU ops of a graph replay outside every step.
+applies_to VARCHAR  annotation: record_function ranges; python: python_function frames (with_stack / with_modules); kernel: the GPU ops of a step whose name tells no phase.
 engine VARCHAR  The serving engine that writes the name (vllm_v1, vllm, sglang, amd_profile, any, generic).
-kind VARCHAR  step: one model step; capture: a graph capture pass (warm-up, never steady state); forward: a model forward, a step only where no step or capture range holds it; replay: a kernel that gives a graph replay outside every step its phase.
+kind VARCHAR  step: one model step; capture: a graph capture pass (warm-up, never steady state); forward: a model forward, a step only where no step or capture range holds it; phase: a kernel that gives a step whose name tells no phase (a forward scope, a graph replay) its phase.
 phase VARCHAR  prefill, decode or mixed when the name says so; empty: from the request counts (both: mixed), else from the name's words.
 context_requests VARCHAR  Regex whose first group is the number of requests in prefill; empty: none.
 generation_requests VARCHAR  Regex whose first group is the number of requests decoding; empty: none.
