@@ -5,6 +5,7 @@ graph replays are known by construction."""
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import re
@@ -210,3 +211,30 @@ def test_record_serving_writes_the_plan_it_was_given(tmp_path):
     assert [(s["phase"], s["requests"]) for s in steps] == [
         (p["phase"], p["context_requests"] + p["generation_requests"]) for p in manifest["plan"]
     ]
+
+
+def test_a_user_rule_row_teaches_serving_steps_a_new_engines_names(tmp_path):
+    """The engines' names are data: a serving_steps.csv row in a --rules folder (same columns) makes an unknown
+    engine's range a step with its counts; every shipped row says where its names were seen."""
+    from tracekit.model import rules
+
+    shipped = (rules.SHIPPED / "serving_steps.csv").read_text().splitlines()
+    rows = list(csv.DictReader(shipped))
+    assert all(r["versions"] and r["note"] for r in rows)
+    b = TraceBuilder()
+    for i in range(3):
+        b.user_annotation(f"myengine_iter ctx={i + 1} gen=4", i * 100_000, 50_000)
+        b.op_with_kernels("aten::mm", i * 100_000 + 1_000, [("gemm", None, 4_000)])
+    b.finish()
+    b.write(tmp_path / "mine.json.gz")
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    row = "^myengine_iter ,annotation,myengine,step,,ctx=([0-9]+),gen=([0-9]+),,,,,myengine 1.0,one iteration"
+    (folder / "serving_steps.csv").write_text(shipped[0] + "\n" + row + "\n")
+    with tracekit.load(tmp_path / "mine.json.gz") as trace:
+        assert _steps(trace) == []
+        steps = _steps(trace.use_rules([folder]))
+    assert [(s["engine"], s["phase"], s["context_requests"], s["generation_requests"]) for s in steps] == [
+        ("myengine", "mixed", i, 4) for i in (1, 2, 3)
+    ]
+    assert [s["gpu_ops"] for s in steps] == [1, 1, 1]
