@@ -5,7 +5,8 @@
 -- stage (gpu_op_stages; other = not attention). share_pct is of the phase's
 -- GPU time. The phase columns repeat on each of its rows: its requests and
 -- tokens summed over its steps, its attention GPU time (every stage but
--- other) per token, per request and as a share of its steps' GPU time.
+-- other and tp_comm, as serving_steps counts it) per token, per request and
+-- as a share of its steps' GPU time.
 -- Graph captures (serving_steps.kind capture) are warm-up, not serving: they
 -- are left out.
 --

@@ -20,7 +20,8 @@
 -- replay) is decode when it runs a decode attention kernel (paged, split-KV:
 -- the rules of kind phase); unknown otherwise. GPU ops are those launched on the step's thread inside its range
 -- (a graph launch brings all its kernels); attention_gpu_ns those of an
--- attention stage (gpu_op_stages.stage other than other).
+-- attention stage (gpu_op_stages.stage other than other), less the block's
+-- tensor-parallel collective (tp_comm: communication, not attention work).
 -- steady_state, per trace and phase over the steps that are not captures:
 -- with median wall time m and median absolute deviation d, a step lies in the
 -- spread when |wall_ns - m| <= max(3 * 1.4826 * d, 0.1 * m); the steps before
@@ -40,7 +41,7 @@
 -- @column cpu_ns BIGINT                 Duration of the range on the CPU, ns.
 -- @column gpu_ops BIGINT                GPU ops launched inside it.
 -- @column gpu_ns BIGINT                 Their summed duration, ns.
--- @column attention_gpu_ns BIGINT       The part in attention stages, ns.
+-- @column attention_gpu_ns BIGINT       The part in attention stages but tp_comm, ns.
 -- @column step BIGINT                   The step's number in its trace, from 1, in time order.
 -- @column engine VARCHAR                Engine of the rule that found it (vllm_v1, vllm, sglang, amd_profile, any, generic), graph_replay for a launch.
 -- @column source VARCHAR                annotation, python or graph_replay: what marked the step.
@@ -144,7 +145,7 @@ decode_kernels AS (
 ),
 per_step AS (
     SELECT step_id, count(*) AS gpu_ops, sum(dur_ns)::BIGINT AS gpu_ns, max(end_ns) AS gpu_end_ns,
-           coalesce(sum(dur_ns) FILTER (WHERE stage <> 'other'), 0)::BIGINT AS attention_gpu_ns,
+           coalesce(sum(dur_ns) FILTER (WHERE stage NOT IN ('other', 'tp_comm')), 0)::BIGINT AS attention_gpu_ns,
            bool_or(name IN (SELECT name FROM decode_kernels)) AS decode_kernel
     FROM ops GROUP BY step_id
 ),
