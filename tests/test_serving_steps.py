@@ -180,6 +180,7 @@ def test_steady_state_is_the_window_after_the_slow_first_steps_by_construction(t
     with tracekit.load(tmp_path / "steady.json.gz") as trace:
         steps = _steps(trace)
         phases = {(r["phase"], r["stage"]): r for r in trace.query("serving_phases").to_dicts()}
+        steady = {(r["phase"], r["stage"]): r for r in trace.query("serving_phases", steady_only=True).to_dicts()}
     got = [(s["name"], s["phase"], s["kind"], s["steady_state"]) for s in steps]
     assert got == [
         ("execute_new_4_cached_0", "prefill", "step", None),
@@ -196,6 +197,10 @@ def test_steady_state_is_the_window_after_the_slow_first_steps_by_construction(t
     decode = phases[("decode", "fused_attention")]
     assert (decode["steps"], decode["steady_steps"], decode["requests"]) == (8, 6, 24)
     assert decode["attention_ns_per_request"] == pytest.approx(6 * 3_000 / 24)
+    # steady_only: the window's six decode steps (four of 4 requests); prefill (one step) has no window.
+    decode = steady[("decode", "fused_attention")]
+    assert (decode["steps"], decode["steady_steps"], decode["requests"]) == (6, 6, 16)
+    assert {phase for phase, _ in steady} == {"decode"}
 
 
 @pytest.mark.slow  # records on the CPU (torch)

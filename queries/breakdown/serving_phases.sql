@@ -8,9 +8,11 @@
 -- other and tp_comm, as serving_steps counts it) per token, per request and
 -- as a share of its steps' GPU time.
 -- Graph captures (serving_steps.kind capture) are warm-up, not serving: they
--- are left out.
+-- are left out; with steady_only, so is every step outside the steady-state
+-- window (warm-up, and phases of under 3 steps).
 --
 -- @uses serving_steps
+-- @param steady_only BOOLEAN = false      Only the steps in the steady-state window (serving_steps.steady_state true).
 -- @column trace VARCHAR                   Trace label.
 -- @column phase VARCHAR                   prefill, decode, mixed or unknown.
 -- @column steps BIGINT                    Steps of this phase.
@@ -26,7 +28,8 @@
 -- @column attention_ns_per_request DOUBLE attention_gpu_ns / requests, over the steps that recorded requests.
 -- @column attention_share_pct DOUBLE      100 * attention_gpu_ns / the phase's GPU time.
 WITH serving AS (
-    SELECT ss.*, t.trace_id FROM serving_steps ss JOIN traces t USING (trace) WHERE ss.kind <> 'capture'
+    SELECT ss.*, t.trace_id FROM serving_steps ss JOIN traces t USING (trace)
+    WHERE ss.kind <> 'capture' AND (NOT $steady_only OR ss.steady_state)
 ),
 ops AS (
     SELECT ss.trace_id, ss.phase, s.stage, g.dur_ns
