@@ -17,6 +17,7 @@ from .errors import CaptureError
 from .labels import ATTENTION_PREFIX, DEFAULT_PATTERNS
 from .model import run_hf_model
 from .samples import SAMPLE_DIR, record_gpu_samples, record_samples
+from .serving import ENGINES, SERVING_SAMPLE_DIR, record_serving_samples
 from .zoo import CASE_NAMES, record_zoo
 
 _EXAMPLES = {
@@ -155,6 +156,16 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument("outdir", metavar="OUTDIR", help="output directory")
     zoo.add_argument("--only", help=f"a comma list of cases (default: all): {', '.join(CASE_NAMES)}")
     zoo.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+
+    srv = sub.add_parser(
+        "serving",
+        help="record CPU traces that annotate their steps as vLLM V1, vLLM, SGLang and TGI do",
+        description="Run a tiny decoder through a plan of serving steps (prefill, decode, mixed) on the "
+        "CPU, each step annotated as the engine annotates it, one trace per engine and a manifest.json.",
+    )
+    srv.add_argument("--out", default=str(SERVING_SAMPLE_DIR), help="output directory (default: %(default)s)")
+    srv.add_argument("--engine", default="all", help=f"{', '.join(ENGINES)}, a comma list, or all (default: all)")
+    srv.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     return parser
 
 
@@ -249,7 +260,13 @@ def _zoo(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"attention": _attention, "model": _model, "samples": _samples, "zoo": _zoo}
+def _serving(args: argparse.Namespace) -> int:
+    engines = ENGINES if args.engine == "all" else tuple(e.strip() for e in args.engine.split(",") if e.strip())
+    print(f"manifest -> {record_serving_samples(args.out, engines)}")
+    return 0
+
+
+_COMMANDS = {"attention": _attention, "model": _model, "samples": _samples, "zoo": _zoo, "serving": _serving}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -306,6 +306,30 @@ note VARCHAR  Why.
         ),
     ),
     Table(
+        "rule_serving_steps",
+        "table",
+        "rules",
+        "Serving engines' step annotations -> serving steps (tracekit/rules/serving_steps.csv plus user folders): the record_function ranges vLLM, SGLang and others write around one model step, graph captures, and the Python scopes whose calls repeat once per step. Read by the serving_steps query; the first matching row by rule_order wins.",
+        _cols(
+            """
+pattern VARCHAR  RE2 regular expression matched against a user_annotation's name (applies_to annotation), a python_function's name (applies_to python) or a GPU op's name (applies_to kernel).
+applies_to VARCHAR  annotation: record_function ranges; python: python_function frames (with_stack / with_modules); kernel: the GPU ops of a step whose name tells no phase.
+engine VARCHAR  The serving engine that writes the name (vllm_v1, vllm, sglang, amd_profile, any, generic).
+kind VARCHAR  step: one model step; capture: a graph capture pass (warm-up, never steady state); forward: a model forward, a step only where no step or capture range holds it; phase: a kernel that gives a step whose name tells no phase (a forward scope, a graph replay) its phase.
+phase VARCHAR  prefill, decode or mixed when the name says so; empty: from the request counts (both: mixed), else from the name's words.
+context_requests VARCHAR  Regex whose first group is the number of requests in prefill; empty: none.
+generation_requests VARCHAR  Regex whose first group is the number of requests decoding; empty: none.
+context_tokens VARCHAR  Regex whose first group is the prefill tokens; empty: none.
+generation_tokens VARCHAR  Regex whose first group is the decode tokens; empty: none.
+batch VARCHAR  Regex whose first group is the batch size, counted as the phase's requests when the name has no split; empty: none.
+tokens VARCHAR  Regex whose first group is the step's tokens, counted as the phase's tokens; empty: none.
+versions VARCHAR  Engine versions (or shared traces) the name was seen in.
+note VARCHAR  What the range is.
+"""
+            + _RULE_COMMON
+        ),
+    ),
+    Table(
         "rule_kernel_stages",
         "table",
         "rules",
