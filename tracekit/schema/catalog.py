@@ -340,6 +340,22 @@ source VARCHAR  Where the numbers come from (vendor data sheet).
         ),
     ),
     Table(
+        "rule_link_peaks",
+        "table",
+        "rules",
+        "Device name patterns -> the peak bandwidth of the GPU's link to its peers (tracekit/rules/link_peaks.csv plus user folders): what a collective's busbw is held against (collective_bandwidth, slow_collectives). The first matching row by rule_order wins.",
+        _cols(
+            """
+pattern VARCHAR  RE2 regular expression matched against devices.name ((?i) for case-insensitive).
+device VARCHAR  Short device name.
+link VARCHAR  The link the peak is of (NVLink 4, PCIe Gen5 x16, Infinity Fabric, ...).
+peak_gbps VARCHAR  Peak bandwidth per direction, GB/s (a number): nccl-tests' busbw reaches towards it.
+source VARCHAR  Where the number comes from (vendor data sheet).
+"""
+            + _RULE_COMMON
+        ),
+    ),
+    Table(
         "rule_op_categories",
         "table",
         "rules",
