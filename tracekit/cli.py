@@ -421,7 +421,8 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache, emit):
 def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     """Where attention time goes: the stage breakdown and the attention calls.
 
-    Runs the stage_breakdown and attention_calls queries. Each GPU op's stage
+    Runs the stage_breakdown and attention_calls queries; each call's source is
+    the user line that issued it (call_sources; with_stack traces). Each GPU op's stage
     comes from a record_function label, else its launching op, else its kernel
     name (the stage_breakdown columns gpu_by_* say which); see
     docs/attribution.md for the rules and how to add your own with --rules.
@@ -433,14 +434,18 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     """
     import json
 
+    from tracekit.analysis import sources
+
     with open_source(source, cache=not no_cache, link=True) as trace:
         trace.use_rules(rule_dirs)
         params = {"include_orphans": include_orphans}
         breakdown = trace.query_arrow("stage_breakdown", params)
         call_rows = trace.query_arrow("attention_calls", params)
+        call_rows, stacks = sources.with_sources(trace, call_rows)
         if not include_orphans:
             console.orphan_note(trace.orphans(), "--include-orphans")
     total = call_rows.num_rows
+    issued = sources.summary(call_rows) if stacks else [sources.NO_STACKS]  # every call, before --calls cuts
     if calls and total > calls:
         call_rows = call_rows.slice(0, calls)
     if fmt == "json":
@@ -448,6 +453,7 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
             "stage_breakdown": values.records(breakdown),
             "attention_calls": values.records(call_rows),
             "attention_calls_total": total,
+            "python_stacks": stacks,
         }
         click.echo(json.dumps(out, indent=1))
         return
@@ -473,6 +479,10 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     click.echo(f"\nAttention calls (attention_calls; {shown})")
     keep = ["trace", "call_id", "impl", "op", "gpu_ops", "gpu_ns", "attention_kernel_ns", "cpu_ns", "tflops_per_s"]
     render.render(call_rows if wide else call_rows.select(keep), "table", out=sys.stdout, **style)
+    if total:
+        click.echo("\nIssued from (call_sources: the innermost user frame)")
+        for line in issued:
+            click.echo(f"  {line}")
 
 
 @cli.command("report", context_settings=CONTEXT)
