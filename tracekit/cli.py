@@ -510,7 +510,8 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
     baseline (time ratios and a stage comparison as in 'tracekit diff'). The
     headline gives attention calls, GPU time per call (op- and kernel-level),
     CPU time, GPU ops, stage shares, tensor-core share, launch API, occupancy,
-    TFLOP/s and GPU idle share; the GPU breakdown (computation,
+    TFLOP/s, GPU idle share and the user line that issued the calls (with_stack
+    traces); the GPU breakdown (computation,
     communication, memcpy, idle) with the top ops and modules; "what stands
     out" lists the findings (queries/findings/), ranked by the GPU time they
     explain (under 1 % left out unless --all-findings), each with the query
