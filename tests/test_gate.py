@@ -136,7 +136,7 @@ def _markdown_table(text: str) -> list[dict]:
     return [dict(zip(header, row, strict=True)) for row in body]
 
 
-def test_cli_exit_codes_markdown_and_json(monkeypatch, inputs, capsys):
+def test_cli_exit_codes_markdown_and_json(monkeypatch, inputs, capsys, tmp_path):
     naive, inplace = H200 / "naive.json.gz", H200 / "inplace.json.gz"
     code, out, _ = _run(
         monkeypatch, inputs, capsys, inplace, naive, "--gate", "mask.per_call>+5%", "--gate", "softmax.per_call>+5%"
@@ -154,6 +154,9 @@ def test_cli_exit_codes_markdown_and_json(monkeypatch, inputs, capsys):
     )
     doc = json.loads(out)
     assert (code, doc["verdict"], doc["exit_code"], doc["test"]) == (0, "pass", 0, "welch_t")
+    written = tmp_path / "verdict.md"
+    code, out, _ = _run(monkeypatch, inputs, capsys, inplace, naive, "--gate", "mask.per_call>+5%", "-o", written)
+    assert (code, out) == (1, "") and _markdown_table(written.read_text())[0]["verdict"] == "**fail**"
     assert doc["rules"][0]["status"] == "pass" and doc["rules"][0]["change"] < -25
     for args in (
         (naive, inplace, "--gate", "mask.per_call=5%"),  # not a rule
