@@ -63,6 +63,8 @@ def output_options(fn):
 
         if "emit" in inspect.signature(fn).parameters:
             kwargs["emit"] = emit  # the command streams its rows while its trace is open
+        if "output" in inspect.signature(fn).parameters:
+            kwargs["output"] = output  # the command writes something other than rows there itself
         result = fn(*args, **kwargs)
         if result is not None:
             emit(result)
@@ -419,7 +421,8 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache, emit):
 def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     """Where attention time goes: the stage breakdown and the attention calls.
 
-    Runs the stage_breakdown and attention_calls queries. Each GPU op's stage
+    Runs the stage_breakdown and attention_calls queries; each call's source is
+    the user line that issued it (call_sources; with_stack traces). Each GPU op's stage
     comes from a record_function label, else its launching op, else its kernel
     name (the stage_breakdown columns gpu_by_* say which); see
     docs/attribution.md for the rules and how to add your own with --rules.
@@ -431,14 +434,18 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     """
     import json
 
+    from tracekit.analysis import sources
+
     with open_source(source, cache=not no_cache, link=True) as trace:
         trace.use_rules(rule_dirs)
         params = {"include_orphans": include_orphans}
         breakdown = trace.query_arrow("stage_breakdown", params)
         call_rows = trace.query_arrow("attention_calls", params)
+        call_rows, stacks = sources.with_sources(trace, call_rows)
         if not include_orphans:
             console.orphan_note(trace.orphans(), "--include-orphans")
     total = call_rows.num_rows
+    issued = sources.summary(call_rows) if stacks else [sources.NO_STACKS]  # every call, before --calls cuts
     if calls and total > calls:
         call_rows = call_rows.slice(0, calls)
     if fmt == "json":
@@ -446,6 +453,7 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
             "stage_breakdown": values.records(breakdown),
             "attention_calls": values.records(call_rows),
             "attention_calls_total": total,
+            "python_stacks": stacks,
         }
         click.echo(json.dumps(out, indent=1))
         return
@@ -471,6 +479,10 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     click.echo(f"\nAttention calls (attention_calls; {shown})")
     keep = ["trace", "call_id", "impl", "op", "gpu_ops", "gpu_ns", "attention_kernel_ns", "cpu_ns", "tflops_per_s"]
     render.render(call_rows if wide else call_rows.select(keep), "table", out=sys.stdout, **style)
+    if total:
+        click.echo("\nIssued from (call_sources: the innermost user frame)")
+        for line in issued:
+            click.echo(f"  {line}")
 
 
 @cli.command("report", context_settings=CONTEXT)
@@ -498,7 +510,8 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
     baseline (time ratios and a stage comparison as in 'tracekit diff'). The
     headline gives attention calls, GPU time per call (op- and kernel-level),
     CPU time, GPU ops, stage shares, tensor-core share, launch API, occupancy,
-    TFLOP/s and GPU idle share; the GPU breakdown (computation,
+    TFLOP/s, GPU idle share and the user line that issued the calls (with_stack
+    traces); the GPU breakdown (computation,
     communication, memcpy, idle) with the top ops and modules; "what stands
     out" lists the findings (queries/findings/), ranked by the GPU time they
     explain (under 1 % left out unless --all-findings), each with the query
@@ -543,7 +556,7 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
 
 @cli.command("diff", context_settings=CONTEXT)
 @click.argument("a", metavar="A")
-@click.argument("b", metavar="B")
+@click.argument("b", metavar="B", required=False)
 @click.option(
     "--by",
     type=click.Choice(diff.BY),
@@ -553,10 +566,37 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
 )
 @click.option("--per-call", is_flag=True, help="Divide GPU ops and time by each side's number of attention calls.")
 @click.option("--include-orphans", is_flag=True, help="Count GPU ops launched before the trace began.")
+@click.option(
+    "--gate",
+    "gates",
+    multiple=True,
+    metavar="RULE",
+    help="Regression gate (repeatable): METRIC>CHANGE or METRIC<CHANGE, e.g. mask.per_call>+5%, "
+    "step_time>+3%, attention.share>+2pt; prints a verdict per rule, exit 0 pass, 1 regression, 2 bad input.",
+)
+@click.option(
+    "--gate-format",
+    type=click.Choice(("markdown", "json")),
+    default="markdown",
+    show_default=True,
+    help="The gate's verdicts as a Markdown table (a pull-request comment) or JSON.",
+)
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="The gate's significance level.")
+@click.option(
+    "--baseline",
+    "baseline_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder holding the last good run: compare the one SOURCE given (as B) with it (docs/gate.md).",
+)
+@click.option(
+    "--update-baseline",
+    is_flag=True,
+    help="With --baseline: store B as the last good run when every gate passes (or when none is stored yet).",
+)
 @rules_opt
 @cache_opt
 @output_options
-def diff_cmd(a, b, by, per_call, include_orphans, rule_dirs, no_cache):
+def diff_cmd(a, b, by, per_call, include_orphans, rule_dirs, no_cache, output, **gate_options):
     """Compare B with the baseline A: GPU ops and time per stage or kernel name.
 
     One row per stage (or kernel name) with both sides' GPU ops and time, the
@@ -566,11 +606,24 @@ def diff_cmd(a, b, by, per_call, include_orphans, rule_dirs, no_cache):
     though no kernel name matches; by kernel, names on one side only are
     listed as added or removed. The Python twin is tracekit.diff.compare(a, b).
 
+    With --gate RULE (repeatable) it is a regression gate: a verdict per rule
+    (pass or fail, the change and its noise, Welch's t-test over the calls or
+    steps), exit status 0 when every rule passes, 1 on a regression, 2 on bad
+    input. With --baseline DIR, the one SOURCE is compared with the run stored
+    in DIR, and --update-baseline stores it there when it passes (docs/gate.md).
+    The Python twin is tracekit.analysis.gate.evaluate(a, b, rules).
+
     \b
     Example:
       tracekit diff inplace.json.gz math.json.gz --per-call
       tracekit diff h100.json.gz mi300.json.gz --by kernel -f csv -o kernels.csv
+      tracekit diff naive.json.gz inplace.json.gz --gate mask.per_call>+5% --gate step_time>+3%
+      tracekit diff --baseline nightly/ run.json.gz --gate attention.per_call>+5% --update-baseline
     """
+    if gate_options["gates"] or gate_options["baseline_dir"] or gate_options["update_baseline"]:
+        _gate(a, b, rule_dirs=rule_dirs, no_cache=no_cache, output=output, **gate_options)
+    if b is None:
+        raise click.UsageError("missing argument 'B' (one SOURCE alone needs --baseline DIR)")
     with (
         open_source(a, cache=not no_cache, link=True) as trace_a,
         open_source(b, cache=not no_cache, link=True) as trace_b,
@@ -586,6 +639,55 @@ def diff_cmd(a, b, by, per_call, include_orphans, rule_dirs, no_cache):
             for trace in (trace_a, trace_b):
                 console.orphan_note(trace.orphans(), "--include-orphans")
         return result
+
+
+def _gate(a, b, *, gates, gate_format, alpha, baseline_dir, update_baseline, rule_dirs, no_cache, output) -> NoReturn:
+    """diff --gate: the verdicts to stdout (or -o), exit 0 pass, 1 regression, 2 bad input (one Error line)."""
+    from tracekit.analysis import gate
+
+    try:
+        if update_baseline and not baseline_dir:
+            raise gate.GateInputError("--update-baseline needs --baseline DIR")
+        if baseline_dir:
+            if b is not None:
+                raise gate.GateInputError("with --baseline DIR give one SOURCE (the new run), not two")
+            b, stored = a, gate.baseline_source(baseline_dir)
+            if stored is None:
+                if not update_baseline:
+                    raise gate.GateInputError(
+                        f"{baseline_dir}: no baseline stored yet (seed it with --update-baseline)"
+                    )
+                gate.store_baseline(baseline_dir, b, None, list(gates))
+                click.echo(f"{baseline_dir}: no baseline yet; stored {b} as the first one", err=True)
+                raise SystemExit(0)
+            a, manifest = str(stored[0]), stored[1]
+        elif b is None:
+            raise gate.GateInputError("missing argument 'B' (one SOURCE alone needs --baseline DIR)")
+        else:
+            manifest = {}
+        with (
+            open_source(a, cache=not no_cache, link=True, quiet=True) as trace_a,
+            open_source(b, cache=not no_cache, link=True, quiet=True) as trace_b,
+        ):
+            result = gate.evaluate(
+                diff.Side(trace_a.use_rules(rule_dirs), name=a),
+                diff.Side(trace_b.use_rules(rule_dirs), name=b),
+                list(gates),
+                alpha=alpha,
+            )
+        result.baseline = manifest
+        text = result.to_json() if gate_format == "json" else result.to_markdown()
+    except (TracekitError, duckdb.Error, OSError, ValueError) as exc:
+        click.echo(f"Error: {error_line(exc)}", err=True)
+        raise SystemExit(2) from None
+    if output is None or render.is_stdout(output):
+        sys.stdout.write(text)
+    else:
+        outputs.write_text(output, text, inputs=[a, b])
+    if update_baseline and not result.failed:
+        gate.store_baseline(baseline_dir, b, result, list(gates))
+        click.echo(f"{baseline_dir}: stored {b} as the last good run", err=True)
+    raise SystemExit(result.exit_code)
 
 
 @cli.command("queries", context_settings=CONTEXT)

@@ -90,6 +90,13 @@ METRICS = (
         "occupancy.theoretical_occupancy_pct, mean weighted by total_ns",
     ),
     Metric("idle_pct", "GPU idle share", "pct", "100 * gpu_timeline.idle_ns / span_ns"),
+    Metric(
+        "source",
+        "issued from (top)",
+        "text",
+        "call_sources.source of the most calls: the user line (file:line function) that issued them; "
+        "'no Python stacks' for a trace recorded without with_stack",
+    ),
 )
 
 
@@ -206,10 +213,22 @@ def headline(trace: str, rows: dict[str, list[dict]]) -> dict:
     out["backward_calls"] = out["backward_calls"] or 0
     out["launch_apis"] = out["launch_apis"] or []
     out["gpu_vs_first"] = None  # filled once every trace is known
+    out["source"] = _top_source([r for r in rows.get("call_sources", []) if r["trace"] == trace])
     out["stage_share_pct"] = {
         r["stage"]: r["share_pct"] for r in rows["stage_breakdown"] if r["trace"] == trace and r["gpu_ops"]
     }
     return out
+
+
+def _top_source(calls: list[dict]) -> str | None:
+    """The user line that issued most of these call_sources rows; a note without stacks; None without calls."""
+    if not calls:
+        return None
+    if not any(r["stacks"] for r in calls):
+        return "no Python stacks (record with with_stack=True)"
+    counts = Counter(r["source"] or "library code only" for r in calls)
+    top, n = max(counts.items(), key=lambda kv: (kv[1], kv[0] != "library code only"))
+    return top if n == len(calls) else f"{top} ({n} of {len(calls)} calls)"
 
 
 def _timeline_calls(rows: list[dict], limit: int = TIMELINE_CALLS) -> list[dict]:
@@ -238,6 +257,7 @@ QUERIES = (
     "gpu_breakdown",
     "op_summary",
     "module_summary",
+    "call_sources",
 )
 
 

@@ -364,6 +364,36 @@ source VARCHAR  Where the numbers come from (vendor data sheet).
         ),
     ),
     Table(
+        "rule_link_peaks",
+        "table",
+        "rules",
+        "Device name patterns -> the peak bandwidth of the GPU's link to its peers (tracekit/rules/link_peaks.csv plus user folders): what a collective's busbw is held against (collective_bandwidth, slow_collectives). The first matching row by rule_order wins.",
+        _cols(
+            """
+pattern VARCHAR  RE2 regular expression matched against devices.name ((?i) for case-insensitive).
+device VARCHAR  Short device name.
+link VARCHAR  The link the peak is of (NVLink 4, PCIe Gen5 x16, Infinity Fabric, ...).
+peak_gbps VARCHAR  Peak bandwidth per direction, GB/s (a number): nccl-tests' busbw reaches towards it.
+source VARCHAR  Where the number comes from (vendor data sheet).
+"""
+            + _RULE_COMMON
+        ),
+    ),
+    Table(
+        "rule_library_frames",
+        "table",
+        "rules",
+        "Python file patterns of library code (tracekit/rules/library_frames.csv plus user folders): a with_stack frame whose file matches one is not the user's line that issued an attention call or a kernel (call_sources, kernel_sources).",
+        _cols(
+            """
+pattern VARCHAR  RE2 regular expression matched against the frame's file as the profiler wrote it (e.g. torch/nn/modules/module.py).
+library VARCHAR  The library it belongs to.
+note VARCHAR  Why.
+"""
+            + _RULE_COMMON
+        ),
+    ),
+    Table(
         "rule_op_categories",
         "table",
         "rules",
@@ -611,6 +641,24 @@ seq BIGINT {Seq}  args.Seq: the collective's sequence number within its process 
         "linked",
         "cpu_slices of kind cpu_op (aten:: and other operators).",
         _cols(_CPU_SLICE),
+    ),
+    Table(
+        "python_frames",
+        "view",
+        "linked",
+        "The with_stack Python frames that name a file and a line, parsed, with the library their file belongs to (rule_library_frames; NULL: user code): what call_sources and kernel_sources read the issuing line from.",
+        _cols("""
+id BIGINT <unique not_null ref:python_functions.id>  python_functions.id.
+trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
+pid VARCHAR  Process id.
+tid VARCHAR  Thread id.
+ts_ns BIGINT  Start, ns.
+end_ns BIGINT  End, ns.
+file VARCHAR  The file as the profiler wrote it, e.g. transformers/models/bert/modeling_bert.py.
+line BIGINT  The line.
+function VARCHAR  The function.
+library VARCHAR  The library of the first rule_library_frames row whose pattern matches the file; NULL: user code.
+"""),
     ),
     Table(
         "annotations",
