@@ -13,7 +13,8 @@
 -- per-row statistics, works on what that projection made (OLMo-2's q_norm and k_norm over [B, S, H * D]
 -- rows between q_proj, k_proj and v_proj) and does not count.
 -- A norm (L, siblings without shapes) ends a block as an X does; without shapes the start is read off the
--- projections (u_starts below).
+-- projections (u_starts below). Last, a block's lead (its ops before its first projection) is cut to the
+-- shortest lead of the blocks of its kind on the thread (consensus below): layers repeat.
 --
 -- @reads _eager_sibling_classes, _eager_block_cores
 -- @creates _eager_ends   Per core (qk_id): start_i, end_i (its block's first and last sibling), prev_end (the previous block's last on the thread).
@@ -124,7 +125,31 @@ u_starts AS (
     FROM unshaped u JOIN u_bound b USING (qk_id)
     WHERE NOT b.foreign AND u.i <= b.last_p AND u.i > coalesce(b.last_x, -1) AND u.cls IN ('P', 'B')
     GROUP BY u.qk_id
+),
+-- Layers repeat: the ops before a block's first projection (its lead) are the block's only as far as every
+-- block of its kind on the thread (same head dim and query rank) has them. Layer 0 alone leading with the
+-- model's own preparation (BERT's extended attention mask, OLMo-2's rotary table: no norm of a post-norm
+-- layer stops the start there) keeps only the lead the other layers have.
+bounds AS (
+    SELECT f.qk_id, f.lane, f.d, f.qrank, f.qk_i, coalesce(u.start_i, s.start_i, f.qk_i) AS start_i,
+           coalesce(e.end_i, f.pv_i) AS end_i, p.prev_end
+    FROM _eager_block_cores f LEFT JOIN ends e USING (qk_id) LEFT JOIN starts s USING (qk_id)
+    LEFT JOIN u_starts u USING (qk_id) JOIN prev p USING (qk_id)
+),
+-- (A lead counts from after the previous block's end: a start before it is cut there later, eager_blocks.)
+leads AS (
+    SELECT b.qk_id, b.lane, b.d, b.qrank, b.start_i, b.end_i, b.prev_end,
+           greatest(b.start_i, coalesce(b.prev_end + 1, b.start_i)) AS from_i,
+           min(w.i) FILTER (WHERE w.cls = 'P' AND w.i >= greatest(b.start_i, coalesce(b.prev_end + 1, b.start_i))
+                                 AND w.i < b.qk_i) AS first_p
+    FROM bounds b LEFT JOIN _eager_sibling_classes w USING (qk_id)
+    GROUP BY b.qk_id, b.lane, b.d, b.qrank, b.start_i, b.end_i, b.prev_end
+),
+consensus AS (
+    SELECT *, first_p - from_i AS lead,
+           min(first_p - from_i) OVER (PARTITION BY lane, d, qrank) AS least,
+           count(first_p) OVER (PARTITION BY lane, d, qrank) AS blocks
+    FROM leads
 )
-SELECT f.qk_id, coalesce(u.start_i, s.start_i, f.qk_i) AS start_i, coalesce(e.end_i, f.pv_i) AS end_i, p.prev_end
-FROM _eager_block_cores f LEFT JOIN ends e USING (qk_id) LEFT JOIN starts s USING (qk_id)
-LEFT JOIN u_starts u USING (qk_id) JOIN prev p USING (qk_id);
+SELECT qk_id, CASE WHEN blocks >= 2 AND lead > least THEN first_p - least ELSE start_i END AS start_i, end_i, prev_end
+FROM consensus;
