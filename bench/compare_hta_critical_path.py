@@ -68,7 +68,9 @@ def hta(python: str, path: str, region: str, instance: int) -> dict:
     if out.returncode or not lines:
         return {"error": (out.stderr.strip().splitlines() or ["no output"])[-1]}
     got = json.loads(lines[-1])
-    got["kinds"] = {HTA_KIND.get(k, k): v for k, v in got["kinds"].items()}
+    # HTA's times are microseconds (integers after its parser rounds them); tracekit's are exact ns.
+    got["kinds"] = {HTA_KIND.get(k, k): v * 1000 for k, v in got["kinds"].items()}
+    got["length"] *= 1000
     return got
 
 
@@ -77,7 +79,9 @@ def ours(path: str, region: str, instance: int) -> dict:
 
     trace = tracekit.load(path, cache=True)
     rows = trace.query("critical_path", region=region, instance=instance, host_gaps=False).pl()
-    kinds = {k: int(v) for k, v in rows.group_by("kind").agg(rows["time_ns"].sum()).iter_rows()}
+    import polars as pl
+
+    kinds = {k: int(v) for k, v in rows.group_by("kind").agg(pl.col("time_ns").sum()).iter_rows()}
     return {"length": int(rows["time_ns"].sum()), "kinds": kinds, "edges": rows.height}
 
 
@@ -100,8 +104,8 @@ def main(argv=None) -> int:
             print(f"{Path(path).name:44} {region or '(trace)':>13} HTA failed: {theirs['error']}")
             continue
         diff = (mine["length"] - theirs["length"]) / 1000
-        hk = ",".join(sorted(k for k, v in theirs["kinds"].items()))
-        mk = ",".join(sorted(k for k, v in mine["kinds"].items()))
+        hk = ",".join(f"{k}={v / 1000:.0f}" for k, v in sorted(theirs["kinds"].items()))
+        mk = ",".join(f"{k}={v / 1000:.0f}" for k, v in sorted(mine["kinds"].items()))
         print(
             f"{Path(path).name:44} {region or '(trace)':>13} {theirs['length'] / 1000:11.3f} "
             f"{mine['length'] / 1000:11.3f} {diff:9.3f}  {hk} | {mk}"
