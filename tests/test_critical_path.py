@@ -158,3 +158,65 @@ def test_shared_trace_path_is_no_longer_than_the_step(shared_dir, inputs):
     assert path["time_ns"].sum() <= graph["span_ns"][0]
     assert "cpu" in set(path["kind"])  # a host-bound trace: its path may never reach the GPU
     assert set(path["kind"]) <= {"cpu", "cpu_gap", "launch_delay", "kernel", "communication", "kernel_gap", "sync"}
+
+
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def _rank(rank: int, compute_ns: int, after_ns: int) -> TraceBuilder:
+    """One rank of a two-rank job: a GEMM of ``compute_ns``, an all-reduce, then (``after_ns`` > 0) an add."""
+    b = TraceBuilder(distributed_info={"rank": rank, "world_size": 2, "backend": "nccl"}, trace_name=f"rank{rank}")
+    b.profiler_step(1, 0, 100 * US)
+    gemm = b.op_with_kernels("aten::mm", 1 * US, [(GEMM, None, compute_ns)])
+    gemm_end = gemm.gpu[0]["ts_ns"] + gemm.gpu[0]["dur_ns"]
+    # Both ranks' all-reduce kernels end together, 50 us after the late rank (rank 1) got there.
+    end = max(gemm_end, 1 * US + 15 * US + 400 * US + 1_536) + 50 * US
+    start = gemm_end + 1_536
+    b.op_with_kernels("nccl:all_reduce", 20 * US, [(NCCL, start, end - start)])
+    if after_ns:
+        b.op_with_kernels("aten::add", 40 * US, [(ADD, None, after_ns)])
+    for ev in b.events:
+        if ev["name"] == NCCL and ev.get("cat") == "kernel":
+            ev["args"].update(
+                {
+                    "Collective name": "allreduce",
+                    "Process Group Name": "0",
+                    "Process Group Ranks": "[0, 1]",
+                    "Group size": 2,
+                    "Seq": 1,
+                }
+            )
+    b.finish()
+    return b
+
+
+@pytest.fixture(scope="module")
+def job(inputs):
+    # Rank 1 computes 400 us, rank 0 100 us: rank 0 waits about 300 us in the all-reduce, then adds for 30 us.
+    folder = inputs.folder(
+        {"rank0.json.gz": _rank(0, 100 * US, 30 * US), "rank1.json.gz": _rank(1, 400 * US, 0)}, "critical_path_job"
+    )
+    return inputs.trace(folder)
+
+
+def test_cross_rank_path_runs_through_the_late_rank_and_names_it(job):
+    path = job.query("critical_path", cross_rank=True).pl()
+    rows = path.rows(named=True)
+    kinds = [r["kind"] for r in rows]
+    assert "collective" in kinds
+    i = kinds.index("collective")
+    # the late rank's GEMM, then the wait it caused, then rank 0's add after the all-reduce
+    assert rows[i]["rank"] == 1 and 50 * US < rows[i]["time_ns"] < 60 * US  # the transfer: rank 1's kernel
+    gemms = [r for r in rows if r["kind"] == "kernel" and r["time_ns"] == 400 * US]
+    assert gemms and gemms[0]["rank"] == 1
+    assert rows[-1]["rank"] == 0 and rows[-1]["time_ns"] == 30 * US
+    ranks = job.query("critical_path_ranks").pl()
+    assert ranks["rank"][0] == 1  # holds most of the path
+    late = ranks.filter(ranks["rank"] == 1).row(0, named=True)
+    assert late["last_arrivals"] == 1 and late["wait_caused_ns"] > 250 * US
+    # Each rank alone: rank 0's path counts its all-reduce whole, the wait included.
+    alone = job.query("critical_path").pl()
+    assert "collective" not in set(alone["kind"])
+    # Every GEMM at half speed: the job saves rank 1's 200 us (rank 0's 50 us lay off the path).
+    w = job.query("critical_path_whatif", cross_rank=True, kernel="gemm", factor=0.5).pl().row(0, named=True)
+    assert w["saved_ns"] == 200 * US

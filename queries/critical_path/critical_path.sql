@@ -7,8 +7,10 @@
 -- the graph; what is not on it overlapped with it. kind says what each edge
 -- is (cpu, cpu_gap, launch_delay, kernel, communication, kernel_gap, sync),
 -- stage and call_id the attention stage and call of the event the edge is
--- attributed to. See docs/critical_path.md for the graph and the differences
--- from HTA.
+-- attributed to. With cross_rank the path runs through the ranks of a job
+-- (one path per job; trace and rank say whose edge each is, a collective
+-- edge is the late rank's). See docs/critical_path.md for the graph and the
+-- differences from HTA.
 --
 -- @uses critical_path_graph
 -- @column trace VARCHAR     Trace label.
@@ -16,27 +18,26 @@
 -- @column region VARCHAR    The region instance's range name, e.g. ProfilerStep#4 ("(trace)" for the whole trace).
 -- @column instance BIGINT   The instance, from 0.
 -- @column seq BIGINT        Position on the path, from 1.
--- @column kind VARCHAR      cpu, cpu_gap, launch_delay, kernel, communication, kernel_gap or sync.
+-- @column kind VARCHAR      cpu, cpu_gap, launch_delay, kernel, communication, kernel_gap, sync or collective.
 -- @column from_id BIGINT    Event at the edge's start (events.id).
 -- @column to_id BIGINT      Event at the edge's end (events.id).
 -- @column time_ns BIGINT    Time the edge adds to the path, ns.
 -- @column stage VARCHAR     Attention stage of the event the edge is attributed to (other when none).
 -- @column call_id BIGINT    Its attention call (attention_calls.call_id), NULL outside one.
 WITH solved AS (
-    SELECT trace, rank, region, instance,
+    SELECT graph,
            list(g ORDER BY edge) AS edges,
            critical_path_solve(list(from_id * 2 + from_end::INT ORDER BY edge),
                                list(to_id * 2 + to_end::INT ORDER BY edge),
                                list(time_ns ORDER BY edge)) AS path
     FROM critical_path_graph g
     WHERE kind <> 'launch_order'
-    GROUP BY trace, rank, region, instance
+    GROUP BY graph
 ),
 path AS (
-    SELECT trace, rank, region, instance, unnest(list_select(edges, path)) AS e,
-           generate_subscripts(path, 1) AS seq
+    SELECT graph, unnest(list_select(edges, path)) AS e, generate_subscripts(path, 1) AS seq
     FROM solved
 )
-SELECT trace, rank, region, instance, seq, e.kind, e.from_id, e.to_id, e.time_ns, e.stage, e.call_id
+SELECT e.trace, e.rank, e.region, e.instance, seq, e.kind, e.from_id, e.to_id, e.time_ns, e.stage, e.call_id
 FROM path
-ORDER BY trace, seq
+ORDER BY graph, seq

@@ -25,23 +25,31 @@
 -- them out by default). Each edge is attributed to one event as HTA does
 -- (a nested call's span to the call, the time between two siblings to their
 -- parent, a kernel_gap to the op before it, a launch_delay to the GPU op)
--- and carries that event's attention stage and call.
+-- and carries that event's attention stage and call. With cross_rank, the
+-- traces of a job (traces.job) form one graph (graph is the job): a collective
+-- instance seen on two ranks or more (matched as matched_collectives does)
+-- ends when its last rank arrives, so each earlier rank's kernel weighs only
+-- the last rank's duration (its transfer, not its wait) and gets a collective
+-- edge from the last rank's kernel start (weight that duration): the wait is
+-- on the path through the late rank's work.
 --
 -- @param region VARCHAR = ProfilerStep   record_function range name (or the name before '#'); empty: the whole trace.
 -- @param instance BIGINT = 0             Which range of that name, from 0 in order of start, per trace.
 -- @param host_gaps BOOLEAN = true        Count host time between top-level calls of a thread (HTA: false).
+-- @param cross_rank BOOLEAN = false      Join the ranks of a job into one graph through their collectives.
 -- @column trace VARCHAR          Trace label.
 -- @column rank INTEGER           The trace's rank (traces.rank; NULL when none was recorded).
 -- @column region VARCHAR         The region instance's range name, e.g. ProfilerStep#4 ("(trace)" for the whole trace).
 -- @column instance BIGINT        The instance, from 0.
--- @column edge BIGINT            Edge number within the trace's graph, from 1 (the order critical_path_solve reads).
--- @column kind VARCHAR           cpu, cpu_gap, kernel, communication, launch_delay, kernel_gap, sync or launch_order.
+-- @column graph VARCHAR          The graph the edge belongs to: the trace's label, or with cross_rank its job ("" without one).
+-- @column edge BIGINT            Edge number within its graph, from 1 (the order critical_path_solve reads).
+-- @column kind VARCHAR           cpu, cpu_gap, kernel, communication, launch_delay, kernel_gap, sync, collective or launch_order.
 -- @column from_id BIGINT         Event at the edge's start (events.id).
 -- @column from_end BOOLEAN       The edge starts at that event's end (false: at its start).
 -- @column to_id BIGINT           Event at the edge's end (events.id).
 -- @column to_end BOOLEAN         The edge ends at that event's end.
 -- @column time_ns BIGINT         Weight: the time the edge stands for, ns (0 for sync, launch_order, blocking waits).
--- @column event_id BIGINT        The event the edge is attributed to (NULL for cpu_gap, sync and launch_order).
+-- @column event_id BIGINT        The event the edge is attributed to (NULL for cpu_gap, sync and launch_order; a collective edge's: the last rank's kernel).
 -- @column name VARCHAR           That event's name.
 -- @column stage VARCHAR          Its attention stage (cpu_stages, gpu_op_stages; other when none).
 -- @column call_id BIGINT         Its attention call (attention_calls.call_id), NULL outside one.
@@ -149,10 +157,27 @@ gpu_deps AS (
     LEFT JOIN gpu src ON src.id = w.src_id
     LEFT JOIN queued q ON q.id = g.id
 ),
+-- The collective instances seen on two ranks or more of a job, and each one's last arrival (the shortest kernel).
+coll AS (
+    SELECT *, arg_min(id, (dur_ns, -trace_id)) OVER i AS last_id, min(dur_ns) OVER i AS shortest_ns,
+           count(*) OVER i AS ranks
+    FROM (
+        SELECT g.id, g.trace_id, g.dur_ns, t.job, k.pg, k.collective, k.instance, k.part
+        FROM gpu g JOIN collective_kernels k ON k.id = g.id JOIN traces t ON t.trace_id = g.trace_id
+        WHERE $cross_rank AND NOT k.p2p
+    )
+    WINDOW i AS (PARTITION BY job, pg, collective, instance, part)
+    QUALIFY count(*) OVER i >= 2
+),
 gpu_edges AS (
-    SELECT trace_id, CASE WHEN is_collective_kernel(name) THEN 'communication' ELSE 'kernel' END AS kind,
-           id AS from_id, false AS from_end, id AS to_id, true AS to_end, dur_ns AS time_ns, id AS event_id
-    FROM gpu
+    SELECT g.trace_id, CASE WHEN is_collective_kernel(g.name) THEN 'communication' ELSE 'kernel' END AS kind,
+           g.id AS from_id, false AS from_end, g.id AS to_id, true AS to_end,
+           coalesce(c.shortest_ns, g.dur_ns) AS time_ns, g.id AS event_id
+    FROM gpu g LEFT JOIN coll c ON c.id = g.id
+    UNION ALL  -- an earlier rank's collective ends when the last rank's has run
+    SELECT l.trace_id, 'collective', c.last_id, false, c.id, true, c.shortest_ns, c.last_id
+    FROM coll c JOIN gpu l ON l.id = c.last_id
+    WHERE c.id <> c.last_id
     UNION ALL
     SELECT trace_id, 'sync', wait_src, true, id, false, 0, NULL FROM gpu_deps WHERE wait_src IS NOT NULL
     UNION ALL
@@ -203,7 +228,9 @@ spans AS (
     GROUP BY w.trace_id, w.win_start, w.win_end
 )
 SELECT t.trace, t.rank, w.region, w.instance,
-       row_number() OVER (PARTITION BY e.trace_id ORDER BY e.from_id, e.from_end, e.to_id, e.to_end, e.kind, e.time_ns) AS edge,
+       CASE WHEN $cross_rank THEN coalesce(t.job, '') ELSE t.trace END AS graph,
+       row_number() OVER (PARTITION BY CASE WHEN $cross_rank THEN coalesce(t.job, '') ELSE t.trace END
+                          ORDER BY e.from_id, e.from_end, e.to_id, e.to_end, e.kind, e.time_ns) AS edge,
        e.kind, e.from_id, e.from_end, e.to_id, e.to_end, e.time_ns::BIGINT AS time_ns, e.event_id,
        coalesce(c.name, g.name) AS name,
        coalesce(gs.stage, cs.stage, 'other') AS stage, coalesce(gs.call_id, cs.call_id) AS call_id,
@@ -221,4 +248,4 @@ LEFT JOIN cpu_slices top ON top.id = c.top_op_id
 LEFT JOIN gpu_ops g ON g.id = e.event_id AND c.id IS NULL
 LEFT JOIN cpu_stages cs ON cs.id = c.id
 LEFT JOIN gpu_op_stages gs ON gs.id = g.id
-ORDER BY t.trace, edge
+ORDER BY graph, edge

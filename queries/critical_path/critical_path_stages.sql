@@ -7,11 +7,12 @@
 -- time and 5 % of the path when it overlaps with other work, or the reverse:
 -- path_pct is what speeding it up can win at most (critical_path_whatif
 -- says how much it does win). Edges attributed to no event (cpu_gap, sync)
--- count as other.
+-- count as other. With cross_rank one set of rows per job (trace is the job):
+-- the stages of the job's path across its ranks.
 --
 -- @uses critical_path_graph
--- @column trace VARCHAR     Trace label.
--- @column rank INTEGER      The trace's rank (traces.rank; NULL when none was recorded).
+-- @column trace VARCHAR     Trace label (with cross_rank: the job, "" without one).
+-- @column rank INTEGER      The trace's rank (traces.rank; NULL when none was recorded or with cross_rank).
 -- @column region VARCHAR    The region instance's range name.
 -- @column instance BIGINT   The instance, from 0.
 -- @column stage VARCHAR     Attention stage (other: everything outside attention).
@@ -20,14 +21,15 @@
 -- @column gpu_ns BIGINT     Summed duration of the stage's GPU ops launched in the region, ns.
 -- @column gpu_pct DOUBLE    100 * gpu_ns / the GPU time of all of the region's GPU ops.
 WITH solved AS (
-    SELECT trace, rank, region, instance,
+    SELECT graph AS trace, CASE WHEN count(DISTINCT trace) = 1 THEN any_value(rank) END AS rank,
+           any_value(region) AS region, any_value(instance) AS instance,
            list(struct_pack(stage, time_ns) ORDER BY edge) AS edges,
            critical_path_solve(list(from_id * 2 + from_end::INT ORDER BY edge),
                                list(to_id * 2 + to_end::INT ORDER BY edge),
                                list(time_ns ORDER BY edge)) AS path
     FROM critical_path_graph
     WHERE kind <> 'launch_order'
-    GROUP BY trace, rank, region, instance
+    GROUP BY graph
 ),
 on_path AS (
     SELECT trace, e.stage, sum(e.time_ns)::BIGINT AS path_ns
@@ -35,7 +37,7 @@ on_path AS (
     GROUP BY trace, e.stage
 ),
 gpu AS (
-    SELECT trace, rank, region, instance, stage, sum(time_ns)::BIGINT AS gpu_ns
+    SELECT graph AS trace, stage, sum(time_ns)::BIGINT AS gpu_ns
     FROM critical_path_graph WHERE gpu
     GROUP BY ALL
 ),

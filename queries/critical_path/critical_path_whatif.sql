@@ -13,15 +13,17 @@
 -- launch delays or waits; a queued GPU op still waits for its launch call
 -- (the graph's launch_order edges), so work never moves before the CPU
 -- issued it. new_span_ns is span_ns less the path's saving; naive_span_ns
--- is what subtracting the saved time would say, for comparison.
+-- is what subtracting the saved time would say, for comparison. With
+-- cross_rank one row per job (trace is the job): the ranks re-timed together
+-- through their collectives, span_ns the longest rank's.
 --
 -- @uses critical_path_graph
 -- @param stage VARCHAR = ''      Attention stage whose GPU ops scale (gpu_op_stages.stage); empty: no condition.
 -- @param kernel VARCHAR = ''     Regular expression on GPU op names that scale; empty: no condition.
 -- @param op VARCHAR = ''         Regular expression on CPU op names whose time and GPU ops scale; empty: no condition.
 -- @param factor DOUBLE = 0.5     Multiplier of the selected durations (0.5: twice as fast; 0: free).
--- @column trace VARCHAR          Trace label.
--- @column rank INTEGER           The trace's rank (traces.rank; NULL when none was recorded).
+-- @column trace VARCHAR          Trace label (with cross_rank: the job, "" without one).
+-- @column rank INTEGER           The trace's rank (traces.rank; NULL when none was recorded or with cross_rank).
 -- @column region VARCHAR         The region instance's range name.
 -- @column instance BIGINT        The instance, from 0.
 -- @column factor DOUBLE          The multiplier applied.
@@ -49,13 +51,14 @@ retimed AS (
     FROM marked
 ),
 solved AS (
-    SELECT trace, rank, region, instance, any_value(span_ns) AS span_ns,
+    SELECT graph AS trace, CASE WHEN count(DISTINCT trace) = 1 THEN any_value(rank) END AS rank,
+           any_value(region) AS region, any_value(instance) AS instance, max(span_ns) AS span_ns,
            count(*) FILTER (WHERE scaled) AS scaled_edges,
            coalesce(sum(time_ns) FILTER (WHERE scaled), 0)::BIGINT AS scaled_ns,
            list(time_ns ORDER BY edge) AS w, list(new_ns ORDER BY edge) AS w2,
            list(from_id * 2 + from_end::INT ORDER BY edge) AS src, list(to_id * 2 + to_end::INT ORDER BY edge) AS dst
     FROM retimed
-    GROUP BY trace, rank, region, instance
+    GROUP BY graph
 ),
 lengths AS (
     SELECT *, coalesce(list_sum(list_select(w, critical_path_solve(src, dst, w))), 0)::BIGINT AS path_ns,
