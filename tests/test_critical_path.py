@@ -220,3 +220,21 @@ def test_cross_rank_path_runs_through_the_late_rank_and_names_it(job):
     # Every GEMM at half speed: the job saves rank 1's 200 us (rank 0's 50 us lay off the path).
     w = job.query("critical_path_whatif", cross_rank=True, kernel="gemm", factor=0.5).pl().row(0, named=True)
     assert w["saved_ns"] == 200 * US
+
+
+def test_perfetto_export_marks_the_path_on_a_thread_per_process(regions, tmp_path):
+    import json
+
+    from tracekit.present import export
+
+    out = tmp_path / "serial.json"
+    done = export.export_perfetto(regions, out, critical_path=("serial", 0))
+    events = json.loads(out.read_text())["traceEvents"]
+    marked = [e for e in events if e.get("cat") == export.PATH_CAT]
+    path = _path(regions, "serial")
+    assert done.path_events == len(marked) == path.filter(path["time_ns"] > 0).height
+    assert sum(e["args"]["time_ns"] for e in marked) == path["time_ns"].sum()
+    gpu = [e for e in marked if e["name"] == "kernel"]
+    assert [e["dur"] for e in gpu] == [100.0, 200.0, 50.0] and {e["pid"] for e in gpu} == {0}
+    assert export.region_instance("ProfilerStep:3") == ("ProfilerStep", 3)
+    assert export.region_instance("attn_fwd") == ("attn_fwd", 0)
