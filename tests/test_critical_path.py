@@ -238,3 +238,14 @@ def test_perfetto_export_marks_the_path_on_a_thread_per_process(regions, tmp_pat
     assert [e["dur"] for e in gpu] == [100.0, 200.0, 50.0] and {e["pid"] for e in gpu} == {0}
     assert export.region_instance("ProfilerStep:3") == ("ProfilerStep", 3)
     assert export.region_instance("attn_fwd") == ("attn_fwd", 0)
+
+
+def test_solver_function_registers_twice_on_one_connection():
+    import duckdb
+
+    from tracekit.model import critical_path
+
+    con = duckdb.connect()
+    critical_path.register(con)
+    critical_path.register(con)  # a connection given to two Trace objects
+    assert con.sql("SELECT critical_path_solve([1, 2], [2, 3], [5, 6])").fetchall() == [([1, 2],)]

@@ -78,5 +78,5 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
             FUNCTION, _solve, ["BIGINT[]", "BIGINT[]", "BIGINT[]"], "BIGINT[]", type="arrow", side_effects=False
         )
     except duckdb.Error as exc:  # already there (a connection given twice)
-        if "already exists" not in str(exc):
+        if "already created" not in str(exc):
             raise
