@@ -77,6 +77,8 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
         con.create_function(
             FUNCTION, _solve, ["BIGINT[]", "BIGINT[]", "BIGINT[]"], "BIGINT[]", type="arrow", side_effects=False
         )
-    except duckdb.Error as exc:  # already there (a connection given twice)
-        if "already created" not in str(exc):
+    except duckdb.Error as exc:
+        # Already there: this connection was given twice ("already created"), or another connection of
+        # this process to the same database file registered it in their shared catalog ("already exists").
+        if "already" not in str(exc):
             raise
