@@ -16,6 +16,7 @@ from tracekit.common import sqlmodules, sqlsafety
 from tracekit.errors import QueryError, TraceFormatError
 from tracekit.ingest.sources import discover
 from tracekit.library import queries
+from tracekit.model import critical_path
 from tracekit.present.render import BATCH_ROWS
 from tracekit.result import Result
 from tracekit.schema.catalog import TABLES
@@ -118,6 +119,7 @@ class Trace:
         # SQL run here (named queries, tracekit sql, trace.con) may not read or write files unless
         # allowed: see docs/safety.md.
         self.allow_files = files_allowed() if allow_files is None else allow_files
+        critical_path.register(self._con)  # the Python function the critical-path queries call
         self._guard()
         self._linked: bool | None = None
         # Called with True before and False after a link step, e.g. to show a status line.
@@ -162,6 +164,7 @@ class Trace:
                 linked = database.link_file(self.path, waiting=self.on_wait)
             finally:
                 self._con = duckdb.connect(str(self.path), read_only=True)
+                critical_path.register(self._con)
                 self._guard()
             if not linked or not pipeline.is_built(self._con):
                 # Not writable by this process (or another connection of this process still holds the

@@ -867,10 +867,17 @@ def export_group():
 @click.option(
     "--trace", "label", metavar="LABEL", help="The trace to export when SOURCE holds several (its label: traces.trace)."
 )
+@click.option(
+    "--critical-path",
+    "critical_path",
+    metavar="REGION[:N]",
+    help="Also mark the critical path of region REGION's instance N (default 0; '' the whole trace) on a "
+    "'critical path' thread per process (docs/critical_path.md).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No summary.")
 @rules_opt
 @cache_opt
-def export_perfetto(source, output, label, quiet, rule_dirs, no_cache):
+def export_perfetto(source, output, label, critical_path, quiet, rule_dirs, no_cache):
     """Export one trace as Chrome JSON with attention tracks, for the Perfetto UI.
 
     Writes every original event unchanged (exact timestamps) plus, on each GPU
@@ -888,13 +895,15 @@ def export_perfetto(source, output, label, quiet, rule_dirs, no_cache):
     from tracekit.present import export
 
     outputs.target(output, [source])  # refuse a device or the input before any work
+    path = None if critical_path is None else export.region_instance(critical_path)
     with open_source(source, cache=not no_cache, quiet=quiet) as trace:
         trace_id, label = export.pick_trace(trace.use_rules(rule_dirs), label)
-        done = export.export_perfetto(trace, output, trace_id=trace_id, inputs=[source])
+        done = export.export_perfetto(trace, output, trace_id=trace_id, inputs=[source], critical_path=path)
     if not quiet:
         click.echo(
             f"{output}: {label}: {done.events:,} events + {done.stage_events:,} stage slices on "
-            f"{done.stage_tracks} stream track(s) + {done.call_events:,} attention call slices",
+            f"{done.stage_tracks} stream track(s) + {done.call_events:,} attention call slices"
+            + (f" + {done.path_events:,} critical path slices" if critical_path is not None else ""),
             err=True,
         )
 

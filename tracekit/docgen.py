@@ -72,6 +72,11 @@ def schema_markdown() -> str:
     return "\n".join(out)
 
 
+def _default(value) -> str:
+    """A parameter's default as the header writes it (the empty string as '')."""
+    return "''" if value == "" else str(value)
+
+
 def queries_markdown() -> str:
     """Reference of the shipped queries, from their headers."""
     out = [
@@ -96,7 +101,7 @@ def queries_markdown() -> str:
             out += [q.description, ""]
         if q.params:
             out += ["| parameter | type | default | meaning |", "|---|---|---|---|"]
-            out += [f"| `{p.name}` | {p.type} | `{p.default}` | {p.doc} |" for p in q.params.values()]
+            out += [f"| `{p.name}` | {p.type} | `{_default(p.default)}` | {p.doc} |" for p in q.params.values()]
             out.append("")
         out += ["| column | type | meaning |", "|---|---|---|"]
         out += [f"| `{c.name}` | {c.type} | {c.doc.replace('|', '/')} |" for c in q.columns]

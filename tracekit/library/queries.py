@@ -12,7 +12,7 @@ lines::
     -- @column trace VARCHAR   Trace label.
     SELECT ... WHERE $include_orphans OR NOT orphan ORDER BY ...;
 
-Parameters are DuckDB named parameters (``$name``). A parameter used but not
+Parameters are DuckDB named parameters (``$name``); a default of ``''`` is the empty string. A parameter used but not
 declared, or declared but not used, is an error naming the file and line.
 
 A query can build on others: ``-- @uses gpu.occupancy`` makes that query's
@@ -168,6 +168,8 @@ def parse(path: Path, qid: str) -> Query:
                     f"{where}:{lineno}: bad @param line (want '@param name TYPE [= default] doc', TYPE in {TYPES})"
                 )
             name, typ, default, doc = m.group(1), m.group(2).upper(), m.group(3), m.group(4)
+            if default == "''":  # the empty string
+                default = ""
             dv = None if default is None else convert(default, typ, f"{where}:{lineno}: default of {name}")
             params[name] = Param(name, typ, dv, doc, lineno)
         elif s.startswith("@column"):

@@ -19,6 +19,14 @@ written as it was), the file's top-level keys, and added tracks:
   spans overlap (several streams) go to further threads ``attention calls 2``,
   ... since a viewer cannot nest partly overlapping slices on one thread.
 
+- with ``critical_path=(region, instance)``, per process the critical path
+  crosses (docs/critical_path.md), a thread ``critical path``: one ``X`` slice
+  per edge of the path that takes time, from the event where the edge starts
+  to the one where it ends, named by the edge's kind (cpu, launch_delay,
+  kernel, kernel_gap, ...; category ``tracekit_critical_path``), on the
+  process of the event it ends at (a launch delay on the GPU). The path's
+  edges follow each other in time, so a thread never holds overlapping ones.
+
 Each added thread gets ``thread_name`` and ``thread_sort_index`` metadata
 events: a stage thread shares its stream's sort index (viewers order equal
 indexes by name, which puts it right after the stream), the call threads sit
@@ -31,7 +39,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -39,11 +47,15 @@ import pyarrow as pa
 
 from tracekit.common import outputs, sqlmodules
 from tracekit.errors import TracekitError
+from tracekit.library import queries
+from tracekit.model.critical_path import longest_path
 
 STAGE_CAT = "tracekit_stage"
 CALL_CAT = "tracekit_call"
 STAGES_SUFFIX = " · attention stages"
 CALLS_THREAD = "attention calls"
+PATH_CAT = "tracekit_critical_path"
+PATH_THREAD = "critical path"
 
 # Original events formatted per query: bounds memory (about 200 bytes of
 # JSON per event) while keeping queries few.
@@ -52,6 +64,7 @@ BATCH_EVENTS = 262_144
 # below 2**31 so every viewer reads them as plain integers.
 STAGE_TID_BASE = 1_000_000_000
 CALL_TID_BASE = 2_000_000_000
+PATH_TID_BASE = 2_100_000_000
 # zlib level 6 is within a few percent of 9 on trace JSON at a fraction of the time.
 GZIP_LEVEL = 6
 
@@ -69,6 +82,7 @@ class ExportSummary:
     stage_tracks: int
     call_events: int
     call_tracks: int
+    path_events: int = 0
 
 
 def _microseconds(ns: int) -> str:
@@ -81,6 +95,16 @@ def _microseconds(ns: int) -> str:
 def _id_json(text: str) -> str:
     """A pid/tid as JSON: a number when it is an integer literal, else a string."""
     return text if _INTEGER.fullmatch(text) else json.dumps(text, ensure_ascii=False)
+
+
+def region_instance(text: str) -> tuple[str, int]:
+    """``REGION`` or ``REGION:N`` (``--critical-path``) as (region, instance); instance 0 by default."""
+    region, colon, instance = text.rpartition(":")
+    if not colon:
+        return text, 0
+    if not instance.isdigit():
+        raise TracekitError(f"--critical-path {text!r}: want REGION or REGION:N (N a number from 0)")
+    return region, int(instance)
 
 
 def pick_trace(trace, label: str | None = None) -> tuple[int, str]:
@@ -97,12 +121,20 @@ def pick_trace(trace, label: str | None = None) -> tuple[int, str]:
     raise TracekitError(f"no trace labelled {label!r} (the source holds: {labels})")
 
 
-def export_perfetto(trace, out, trace_id: int | None = None, label: str | None = None, inputs=()) -> ExportSummary:
+def export_perfetto(
+    trace,
+    out,
+    trace_id: int | None = None,
+    label: str | None = None,
+    inputs=(),
+    critical_path: tuple[str, int] | None = None,
+) -> ExportSummary:
     """Write one trace of ``trace`` to ``out`` as Chrome JSON with attention tracks added.
 
     ``trace_id`` or ``label`` (traces.trace) chooses the trace; by default the
-    only one. ``out`` is gzipped when its name ends in ``.gz`` and written
-    atomically: on any error no file is left behind.
+    only one. ``critical_path=(region, instance)`` adds the critical path of
+    that region instance as a thread per process. ``out`` is gzipped when its
+    name ends in ``.gz`` and written atomically: on any error no file is left behind.
     """
     if trace_id is None:
         trace_id, label = pick_trace(trace, label)
@@ -117,11 +149,20 @@ def export_perfetto(trace, out, trace_id: int | None = None, label: str | None =
     con = trace.con
     try:
         plan = _plan(con, trace_id)
+        if critical_path is not None:
+            _plan_path(con, trace_id, plan, *critical_path)
         _write_atomic(out, lambda f: _write(con, trace_id, plan, f), inputs)
     except duckdb.Error as exc:
         raise TracekitError(f"exporting {label} failed: {str(exc).strip().splitlines()[0]}") from None
     return ExportSummary(
-        out, label, plan.events, plan.stage_events, len(plan.stage_tracks), len(plan.calls), plan.call_tracks
+        out,
+        label,
+        plan.events,
+        plan.stage_events,
+        len(plan.stage_tracks),
+        len(plan.calls),
+        plan.call_tracks,
+        len(plan.path_lines),
     )
 
 
@@ -134,6 +175,9 @@ class _Plan:
     calls: list[dict]
     call_tracks: int
     metadata_lines: list[str]
+    used: dict[str, set[str]]
+    first_us: str
+    path_lines: list[str] = field(default_factory=list)
 
 
 def _plan(con, trace_id: int) -> _Plan:
@@ -154,7 +198,58 @@ def _plan(con, trace_id: int) -> _Plan:
     ]
     call_lines, call_tracks = _call_threads(con, trace_id, calls, tracks, used, first_us)
     stage_events = sum(t["ops"] for t in tracks)
-    return _Plan(header, events, tracks, stage_events, calls, call_tracks, lines + call_lines)
+    return _Plan(header, events, tracks, stage_events, calls, call_tracks, lines + call_lines, used, first_us)
+
+
+def _plan_path(con, trace_id: int, plan: _Plan, region: str, instance: int) -> None:
+    """Add the critical path of ``region``'s ``instance`` to ``plan``: a thread per process it crosses
+    and one slice per edge of the path that takes time (what critical_path answers, with the edges'
+    ends read from the graph)."""
+    label = con.execute("SELECT trace FROM traces WHERE trace_id = ?", [trace_id]).fetchall()[0][0]
+    graph = queries.find("critical_path_graph")
+    result = con.execute(graph.sql, graph.bind({"region": region, "instance": instance}))
+    names = [d[0] for d in result.description]
+    wanted = ("from_id", "from_end", "to_id", "to_end", "time_ns", "kind", "stage", "call_id", "name")
+    rows = [
+        tuple(r[names.index(c)] for c in wanted)
+        for r in result.fetchall()
+        if r[names.index("trace")] == label and r[names.index("kind")] != "launch_order"
+    ]  # in edge order: the graph's rows are ordered by graph and edge
+    if not rows:
+        return
+    path = longest_path([r[0] * 2 + r[1] for r in rows], [r[2] * 2 + r[3] for r in rows], [r[4] for r in rows])
+    edges = [rows[i] for i in path or () if rows[i][4] > 0]
+    ids = sorted({e[0] for e in edges} | {e[2] for e in edges})
+    at = {
+        i: (pid, ts, end)
+        for i, pid, ts, end in con.execute(
+            "SELECT id, pid, ts_ns, end_ns FROM events WHERE id = ANY(?)", [ids]
+        ).fetchall()
+    }
+    tids: dict[str, str] = {}
+    for from_id, from_end, to_id, to_end, time_ns, kind, stage, call_id, name in edges:
+        start = at[from_id][2 if from_end else 1]
+        end = at[to_id][2 if to_end else 1]
+        pid = at[to_id][0]
+        if pid not in tids:
+            taken = plan.used.setdefault(pid, set())
+            numeric = all(_INTEGER.fullmatch(t) for t in taken)
+            tids[pid] = _free_tid(taken, PATH_TID_BASE) if numeric else _free_name(taken, PATH_THREAD)
+            plan.metadata_lines += _thread_metadata(plan.first_us, pid, tids[pid], PATH_THREAD, None)
+        args = {
+            "kind": kind,
+            "time_ns": time_ns,
+            "stage": stage,
+            "call_id": call_id,
+            "event": name,
+            "from_id": from_id,
+            "to_id": to_id,
+        }
+        plan.path_lines.append(
+            f',\n{{"ph":"X","cat":"{PATH_CAT}","name":{json.dumps(kind)},"pid":{_id_json(pid)},'
+            f'"tid":{_id_json(tids[pid])},"ts":{_microseconds(start)},"dur":{_microseconds(max(end - start, 0))},'
+            f'"args":{json.dumps(args, ensure_ascii=False)}}}'
+        )
 
 
 def _stage_tracks(con, trace_id: int, used: dict[str, set[str]]) -> list[dict]:
@@ -322,6 +417,8 @@ def _write(con, trace_id: int, plan: _Plan, f) -> None:
             con.unregister("_tracekit_stage_tracks")
     for c in plan.calls:
         f.write(_call_line(c).encode())
+    for line in plan.path_lines:
+        f.write(line.encode())
     f.write(b"\n]}\n")
 
 
