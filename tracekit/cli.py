@@ -489,9 +489,10 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress; no terminal report when writing --html or --json.")
 @click.option("--all-findings", is_flag=True, help="Also show findings that explain under 1 % of the GPU's time.")
+@click.option("--brief", is_flag=True, help="Print only what stands out (the findings), before the paths written.")
 @rules_opt
 @cache_opt
-def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no_cache):
+def report_cmd(sources, html_path, json_path, quiet, all_findings, brief, rule_dirs, no_cache):
     """Compare attention across traces on one page: headline, findings, plots.
 
     Each trace of each SOURCE is one column; with several, the first is the
@@ -529,6 +530,9 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
         for trace in traces:
             trace.close()
     to_stdout = False
+    if brief and not quiet and not (render.is_stdout(html_path) or render.is_stdout(json_path)):
+        built.print(Console(highlight=False), html_hint=False, brief=True)
+        to_stdout = True  # printed: not again below
     for path, text in ((html_path, built.to_html), (json_path, built.to_json)):
         if render.is_stdout(path):
             sys.stdout.write(text())

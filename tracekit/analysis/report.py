@@ -16,6 +16,7 @@ computed from which query.
 from __future__ import annotations
 
 import json
+import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from pathlib import Path
 from tracekit import api, diff
 from tracekit.analysis import findings, report_render
 from tracekit.ingest import sources
-from tracekit.present.values import records
+from tracekit.present.values import format_unit, records
 
 # How many attention calls of a trace the timeline plot draws (one per step).
 TIMELINE_CALLS = 8
@@ -157,6 +158,12 @@ class Report:
         pairs = [(t, f) for t in self.traces for f in t.findings if self.every_finding or f.shown]
         return sorted(pairs, key=lambda p: p[1].rank_key())
 
+    def findings(self) -> list[findings.Group]:
+        """The findings to show, one per finding over the traces it holds for (``findings.group``): by tier,
+        then (several traces) by the first trace each holds for, then by the GPU time they explain."""
+        pairs = [(t.label, f) for t, f in self.all_findings()]
+        return findings.group(pairs, [t.label for t in self.traces])
+
     metrics = METRICS
     timeline_calls = TIMELINE_CALLS
 
@@ -168,6 +175,7 @@ class Report:
             "stages": self.stages,
             "traces": [t.to_dict() for t in self.traces],
             "comparison": self.comparison,
+            "findings": [g.to_dict() for g in self.findings()],
         }
 
     def to_json(self) -> str:
@@ -187,9 +195,9 @@ class Report:
             'style="width:100%;height:720px;border:1px solid #ddd"></iframe>'
         )
 
-    def print(self, console=None, html_hint: bool = True) -> None:
-        """Print to a rich console (default: stdout)."""
-        report_render.print_report(self, console, html_hint=html_hint)
+    def print(self, console=None, html_hint: bool = True, brief: bool = False) -> None:
+        """Print to a rich console (default: stdout); ``brief``: the findings only."""
+        report_render.print_report(self, console, html_hint=html_hint, brief=brief)
 
 
 def headline(trace: str, rows: dict[str, list[dict]]) -> dict:
@@ -206,6 +214,8 @@ def headline(trace: str, rows: dict[str, list[dict]]) -> dict:
     out["backward_calls"] = out["backward_calls"] or 0
     out["launch_apis"] = out["launch_apis"] or []
     out["gpu_vs_first"] = None  # filled once every trace is known
+    # The GPU span (gpu_timeline), the base of every finding's share.
+    out["span_ns"] = next((r["span_ns"] for r in rows["gpu_timeline"] if r["trace"] == trace), None)
     out["stage_share_pct"] = {
         r["stage"]: r["share_pct"] for r in rows["stage_breakdown"] if r["trace"] == trace and r["gpu_ops"]
     }
@@ -289,6 +299,7 @@ def _build(named_traces, progress, version) -> Report:
     if len(answers) == 1:
         _naive_first(reports, sides)
     _compare_to_first(reports)
+    _fused_speedup(reports)
     comparison = _stage_comparison(reports, sides) if len(reports) > 1 else None
     return Report(reports, comparison, version)
 
@@ -382,6 +393,53 @@ def _compare_to_first(reports: list[TraceReport]) -> None:
     for report in reports:
         own = report.headline["gpu_ns_per_call"]
         report.headline["gpu_vs_first"] = own / first if first and own is not None and len(reports) > 1 else None
+
+
+# A trace's attention is fused when this share of its attention GPU time is the fused_attention stage.
+FUSED_SHARE_PCT = 50.0
+
+
+def _fused(t: TraceReport) -> bool:
+    return (t.headline["stage_share_pct"].get("fused_attention") or 0) >= FUSED_SHARE_PCT
+
+
+def _fused_speedup(reports: list[TraceReport]) -> None:
+    """A finding for each trace whose attention runs fused kernels and takes less GPU time per call than an
+    unfused baseline (the first trace): the speed-up the post's fused variants show. It explains the baseline's
+    time per call less its own, times its calls."""
+    if len(reports) < 2 or _fused(reports[0]):
+        return
+    first = reports[0]
+    base = first.headline["gpu_ns_per_call"]
+    for t in reports[1:]:
+        own, calls = t.headline["gpu_ns_per_call"], t.headline["attention_calls"]
+        if not (base and own and calls and own < base and _fused(t)):
+            continue
+        saved = int((base - own) * calls)
+        hint = (
+            f"tracekit diff {shlex.quote(first.source)} {shlex.quote(t.source)} --per-call"
+            if first.source != t.source
+            else f"the stage comparison below ({t.label} vs {first.label})"
+        )
+        t.findings.append(
+            findings.Finding(
+                id="fused_speedup",
+                query="diff",
+                trace=t.trace,
+                severity="info",
+                title=f"Fused attention kernels are faster than {first.label}",
+                message=(
+                    f"{format_unit(own, 'ns')} of GPU time per attention call "
+                    f"against {first.label}'s {format_unit(base, 'ns')} ({format_unit(own / base, 'x')}): one fused "
+                    "kernel instead of the separate matmul, scale, mask and softmax ops."
+                ),
+                columns=[],
+                explains_ns=saved,
+                explains_pct=None,  # time saved on another trace: no share of this one's span
+                tier="fix",
+                hint=hint,
+            )
+        )
 
 
 def _stage_comparison(reports: list[TraceReport], sides: list[diff.Side]) -> dict:
