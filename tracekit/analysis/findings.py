@@ -200,8 +200,7 @@ def run(trace, labels: list[str] | None = None, max_rows: int = MAX_ROWS) -> lis
     out = []
     answers = {rule.id: (rule, trace.query_arrow(rule.query.id)) for rule in rules()}
     covered = {
-        name: {tuple(r[c] for c in where) for r in records(answers[by][1])}
-        for name, (by, where) in SUBSUMED.items()
+        name: {tuple(r[c] for c in where) for r in records(answers[by][1])} for name, (by, where) in SUBSUMED.items()
     }
     for rule, table in answers.values():
         rows = records(table)

@@ -98,7 +98,7 @@ def print_report(report: Report, console=None, html_hint: bool = True, brief: bo
 
 
 def print_findings(report: Report, console) -> None:
-    """"What stands out": one entry per finding with the traces it holds for (``Report.findings``)."""
+    """What stands out: one entry per finding with the traces it holds for (``Report.findings``)."""
     from rich.text import Text
 
     by_label = {t.label: t for t in report.traces}
