@@ -158,3 +158,21 @@ def test_the_demo_tells_the_posts_story_first(demo):
     lines = out.getvalue().splitlines()
     assert len(lines) + 2 <= 60  # + the load line and "wrote PATH"
     assert "Memcpy ops launched inside an attention call: naive" in lines[2]
+
+
+def test_a_rule_row_with_an_unknown_stage_is_an_error(tmp_path):
+    """--rules files are checked against the stage vocabulary: a typo names the file, the row and the stage meant."""
+    import duckdb
+
+    from tracekit.errors import TracekitError
+    from tracekit.model import rules
+
+    (tmp_path / "op_stages.csv").write_text(
+        "pattern,stage,call,impl,context,scope,causal_arg,note\n^aten::foo$,softmax,,,,,,\n^aten::bar$,softmaxx,,,,,,\n"
+    )
+    with pytest.raises(TracekitError, match=r"op_stages.csv:3: unknown stage 'softmaxx' \(did you mean 'softmax'\?"):
+        rules.load(duckdb.connect(), [tmp_path])
+    (tmp_path / "op_stages.csv").write_text(
+        "pattern,stage,call,impl,context,scope,causal_arg,note\n^aten::foo$,rope,,,,,,\n"
+    )
+    assert "op_stages" in rules.load(duckdb.connect(), [tmp_path])  # a known stage loads
