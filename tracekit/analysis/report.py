@@ -137,6 +137,8 @@ class Report:
     comparison: dict | None = None
     version: str = ""
     every_finding: bool = False  # show findings that explain under findings.MIN_EXPLAINS_PCT too
+    # Findings of the comparison (a trace against the first, no query behind them): (trace label, Finding).
+    compared: list[tuple[str, findings.Finding]] = field(default_factory=list)
 
     @property
     def stages(self) -> list[str]:
@@ -161,7 +163,7 @@ class Report:
     def findings(self) -> list[findings.Group]:
         """The findings to show, one per finding over the traces it holds for (``findings.group``): by tier,
         then (several traces) by the first trace each holds for, then by the GPU time they explain."""
-        pairs = [(t.label, f) for t, f in self.all_findings()]
+        pairs = [(t.label, f) for t, f in self.all_findings()] + self.compared
         return findings.group(pairs, [t.label for t in self.traces])
 
     metrics = METRICS
@@ -299,9 +301,8 @@ def _build(named_traces, progress, version) -> Report:
     if len(answers) == 1:
         _naive_first(reports, sides)
     _compare_to_first(reports)
-    _fused_speedup(reports)
     comparison = _stage_comparison(reports, sides) if len(reports) > 1 else None
-    return Report(reports, comparison, version)
+    return Report(reports, comparison, version, compared=_fused_speedup(reports))
 
 
 def _answer(named_traces, progress) -> list[_SourceAnswers]:
@@ -403,12 +404,13 @@ def _fused(t: TraceReport) -> bool:
     return (t.headline["stage_share_pct"].get("fused_attention") or 0) >= FUSED_SHARE_PCT
 
 
-def _fused_speedup(reports: list[TraceReport]) -> None:
+def _fused_speedup(reports: list[TraceReport]) -> list[tuple[str, findings.Finding]]:
     """A finding for each trace whose attention runs fused kernels and takes less GPU time per call than an
     unfused baseline (the first trace): the speed-up the post's fused variants show. It explains the baseline's
     time per call less its own, times its calls."""
+    out: list[tuple[str, findings.Finding]] = []
     if len(reports) < 2 or _fused(reports[0]):
-        return
+        return out
     first = reports[0]
     base = first.headline["gpu_ns_per_call"]
     for t in reports[1:]:
@@ -419,27 +421,31 @@ def _fused_speedup(reports: list[TraceReport]) -> None:
         hint = (
             f"tracekit diff {shlex.quote(first.source)} {shlex.quote(t.source)} --per-call"
             if first.source != t.source
-            else f"the stage comparison below ({t.label} vs {first.label})"
+            else f"the report's stage comparison, {t.label} vs {first.label} (tracekit report without --brief)"
         )
-        t.findings.append(
-            findings.Finding(
-                id="fused_speedup",
-                query="diff",
-                trace=t.trace,
-                severity="info",
-                title=f"Fused attention kernels are faster than {first.label}",
-                message=(
-                    f"{format_unit(own, 'ns')} of GPU time per attention call "
-                    f"against {first.label}'s {format_unit(base, 'ns')} ({format_unit(own / base, 'x')}): one fused "
-                    "kernel instead of the separate matmul, scale, mask and softmax ops."
+        out.append(
+            (
+                t.label,
+                findings.Finding(
+                    id="fused_speedup",
+                    query="diff",
+                    trace=t.trace,
+                    severity="info",
+                    title=f"Fused attention kernels are faster than {first.label}",
+                    message=(
+                        f"{format_unit(own, 'ns')} of GPU time per attention call "
+                        f"against {first.label}'s {format_unit(base, 'ns')} ({format_unit(own / base, 'x')}): one fused "
+                        "kernel instead of the separate matmul, scale, mask and softmax ops."
+                    ),
+                    columns=[],
+                    explains_ns=saved,
+                    explains_pct=None,  # time saved on another trace: no share of this one's span
+                    tier="fix",
+                    hint=hint,
                 ),
-                columns=[],
-                explains_ns=saved,
-                explains_pct=None,  # time saved on another trace: no share of this one's span
-                tier="fix",
-                hint=hint,
             )
         )
+    return out
 
 
 def _stage_comparison(reports: list[TraceReport], sides: list[diff.Side]) -> dict:
