@@ -176,3 +176,40 @@ def test_a_rule_row_with_an_unknown_stage_is_an_error(tmp_path):
         "pattern,stage,call,impl,context,scope,causal_arg,note\n^aten::foo$,rope,,,,,,\n"
     )
     assert "op_stages" in rules.load(duckdb.connect(), [tmp_path])  # a known stage loads
+
+
+def test_zero_reported_occupancy_and_orphans_equal_the_raw_events(demo):
+    """cuDNN's kernels launched by cuLaunchKernelEx all report 0 % occupancy (counted here from the raw JSON);
+    the GPU ops whose launch is not in the trace are the orphans the finding lists, in every variant."""
+    fired = findings.run(demo)
+    seen = {"orphans": 0, "zero": 0}
+    for variant in DEMO:
+        events = _events(H200 / f"{variant}.json.gz")
+        api = {
+            e["args"]["correlation"]: e["name"]
+            for e in events
+            if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+        }
+        gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"]
+        orphans = [e for e in gpu if e["args"].get("correlation") not in api]
+        (orphan,) = [f for f in fired if f.id == "orphan_gpu_ops" and f.trace == variant] or [None]
+        assert (orphan.rows_total if orphan else 0) == len(orphans), variant
+        seen["orphans"] += len(orphans)
+        ex = [e for e in gpu if api.get(e["args"].get("correlation")) == "cuLaunchKernelEx"]
+        zero = [f for f in fired if f.id == "zero_reported_occupancy" and f.trace == variant]
+        if ex and all(e["args"].get("est. achieved occupancy %") == 0 for e in ex):
+            assert f"cuLaunchKernelEx: {len(ex)}" in zero[0].message, variant
+            seen["zero"] += 1
+        else:
+            assert not any("cuLaunchKernelEx" in f.message for f in zero), variant
+    assert seen["orphans"] > 0 and seen["zero"] >= 1, seen  # both sides were exercised
+
+
+def test_every_finding_quotes_one_percentage_base():
+    """Messages quote times; the one percentage a line shows is the GPU span's (the header's), and only the
+    per-device findings quote a share in their message, of that device's span (the same base on one GPU)."""
+    import string
+
+    for rule in findings.rules():
+        specs = {spec for _, name, spec, _ in string.Formatter().parse(rule.message) if name and spec == "pct"}
+        assert not specs or rule.id in ("launch_bound", "gpu_idle"), rule.id
