@@ -436,9 +436,13 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
         params = {"include_orphans": include_orphans}
         breakdown = trace.query_arrow("stage_breakdown", params)
         call_rows = trace.query_arrow("attention_calls", params)
+        from tracekit.analysis.stages import no_attention_notes
+
+        why = no_attention_notes(trace, call_rows)
         if not include_orphans:
             console.orphan_note(trace.orphans(), "--include-orphans")
     total = call_rows.num_rows
+    all_calls = call_rows
     if calls and total > calls:
         call_rows = call_rows.slice(0, calls)
     if fmt == "json":
@@ -449,6 +453,9 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
         }
         click.echo(json.dumps(out, indent=1))
         return
+    from tracekit.analysis.stages import with_total
+
+    breakdown = with_total(breakdown)  # a total row of attention per trace
     style = table_style(wide, 0)
     keep = [
         "trace",
@@ -456,6 +463,7 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
         "gpu_ops",
         "gpu_ns",
         "share_pct",
+        "attention_share_pct",
         "cpu_ns",
         "gpu_by_label",
         "gpu_by_module",
@@ -468,9 +476,13 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     click.echo("Stage breakdown (stage_breakdown)")
     render.render(breakdown if wide else breakdown.select(keep), "table", out=sys.stdout, **style)
     shown = f"first {call_rows.num_rows} of {total}" if call_rows.num_rows < total else f"{total}"
-    click.echo(f"\nAttention calls (attention_calls; {shown})")
+    from tracekit.analysis.stages import call_counts
+
+    click.echo(f"\nAttention calls (attention_calls; {shown}{call_counts(all_calls)})")
     keep = ["trace", "call_id", "impl", "op", "gpu_ops", "gpu_ns", "attention_kernel_ns", "cpu_ns", "tflops_per_s"]
     render.render(call_rows if wide else call_rows.select(keep), "table", out=sys.stdout, **style)
+    for line in why:
+        click.echo(line)
 
 
 @cli.command("report", context_settings=CONTEXT)

@@ -110,6 +110,8 @@ class TraceReport:
     breakdown: list[dict] = field(default_factory=list)  # gpu_breakdown rows
     top_ops: list[dict] = field(default_factory=list)  # op_summary rows, heaviest TOP_ROWS
     top_modules: list[dict] = field(default_factory=list)  # module_summary rows, heaviest TOP_ROWS
+    # Why a section is empty: {"topic": attention|shapes|modules, "text": one sentence}, from the recorded query.
+    notes: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """JSON-friendly form."""
@@ -126,6 +128,7 @@ class TraceReport:
             "breakdown": self.breakdown,
             "top_ops": self.top_ops,
             "top_modules": self.top_modules,
+            "notes": self.notes,
         }
 
 
@@ -250,6 +253,7 @@ QUERIES = (
     "gpu_breakdown",
     "op_summary",
     "module_summary",
+    "recorded",
 )
 
 
@@ -374,7 +378,47 @@ def _trace_report(answer: _SourceAnswers, trace: str, shown: str) -> TraceReport
         breakdown=of_trace("gpu_breakdown"),
         top_ops=of_trace("op_summary")[:TOP_ROWS],
         top_modules=of_trace("module_summary")[:TOP_ROWS],
+        notes=notes(next(iter(of_trace("recorded")), {}), headline(trace, answer.rows)["attention_calls"]),
     )
+
+
+def notes(recorded: dict, attention_calls: int) -> list[dict]:
+    """One sentence per empty part of a trace's report: what the trace lacks and what to record next time."""
+    out = []
+    if not attention_calls:
+        lacks = []
+        if not recorded.get("labels"):
+            lacks.append("no record_function label")
+        if not recorded.get("module_scopes"):
+            lacks.append("no nn.Module scope")
+        if not recorded.get("cpu_ops"):
+            lacks.append("no CPU op")
+        out.append(
+            {
+                "topic": "attention",
+                "text": "No attention found: no label, op, module or kernel name matched an attention rule"
+                + (f" (the trace has {', '.join(lacks)})" if lacks else "")
+                + "; wrap attention in record_function('attention:NAME') or record with with_modules=True next time, "
+                "or add a rule (--rules; docs/attribution.md).",
+            }
+        )
+    elif not recorded.get("ops_with_shapes"):
+        out.append(
+            {
+                "topic": "shapes",
+                "text": "No shapes: recorded without record_shapes=True, so the attention calls have no shapes, FLOPs or "
+                "TFLOP/s; record with record_shapes=True next time.",
+            }
+        )
+    if recorded.get("gpu_ops") and not recorded.get("module_scopes"):
+        out.append(
+            {
+                "topic": "modules",
+                "text": "No module breakdown: the trace has no nn.Module scopes (module_summary is empty); record with "
+                "with_stack=True and with_modules=True next time.",
+            }
+        )
+    return out
 
 
 def _naive_first(reports: list[TraceReport], sides: list[diff.Side]) -> None:

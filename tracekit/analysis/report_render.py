@@ -73,6 +73,7 @@ def print_report(report: Report, console=None, html_hint: bool = True, brief: bo
     )
     if brief:
         print_findings(report, console)
+        print_notes(report, console, topics=("attention", "shapes"))
         return
     rows = _rows(report)
     label_w = max(len(r[1]) for r in rows)
@@ -91,6 +92,7 @@ def print_report(report: Report, console=None, html_hint: bool = True, brief: bo
         console.print(table)
     report_breakdown.terminal(report, console)
     print_findings(report, console)
+    print_notes(report, console)
     if report.comparison:
         _print_comparison(report, console, Table, box, Text)
     if html_hint:
@@ -130,6 +132,23 @@ def print_findings(report: Report, console) -> None:
             for part in textwrap.wrap("also " + also, width=width):
                 console.print(Text("    " + part, style="dim"))
         console.print(Text(f"    rows: {f.hint or _hint(by_label[label], f.query)}", style="dim"))
+
+
+def print_notes(report: Report, console, topics=("attention", "shapes", "modules")) -> None:
+    """Why parts of the report are empty: each note once, with the traces it holds for."""
+    from rich.text import Text
+
+    by_text: dict[str, list[str]] = {}
+    for t in report.traces:
+        for note in t.notes:
+            if note["topic"] in topics:
+                by_text.setdefault(note["text"], []).append(t.label)
+    if not by_text:
+        return
+    console.print(Text("Notes", style="bold"))
+    for text, labels in by_text.items():
+        for i, part in enumerate(textwrap.wrap(f"{', '.join(labels)}: {text}", width=max(20, console.width - 4))):
+            console.print(Text(("  - " if i == 0 else "    ") + part))
 
 
 def _print_comparison(report, console, Table, box, Text) -> None:
