@@ -513,9 +513,12 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, brief, rule_d
     CPU time, GPU ops, stage shares, tensor-core share, launch API, occupancy,
     TFLOP/s and GPU idle share; the GPU breakdown (computation,
     communication, memcpy, idle) with the top ops and modules; "what stands
-    out" lists the findings (queries/findings/), ranked by the GPU time they
-    explain (under 1 % left out unless --all-findings), each with the query
-    that shows its rows. The Python twin is tracekit.analysis.report.build(traces).
+    out" lists the findings (queries/findings/), each once with the traces it
+    holds for, ranked by tier (what to fix, where the time goes, reporting
+    gaps), then by the first trace it holds for, then by the GPU time it
+    explains (under 1 % left out unless --all-findings), each with the query
+    that shows its rows; notes say what a trace lacks where a part is empty.
+    The Python twin is tracekit.analysis.report.build(traces).
 
     \b
     Example:
