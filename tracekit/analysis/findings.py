@@ -89,6 +89,7 @@ class Finding:
     explains_pct: float | None = None  # explains_ns as a share of the trace's GPU span
     tier: str = "time"  # fix, time or gap (TIERS)
     hint: str = ""  # the command that shows the rows, when not `tracekit query QUERY SOURCE`
+    short: str = ""  # its figure beside the trace's label when listed with others ("79.5 µs (0.07x)")
 
     @property
     def shown(self) -> bool:

@@ -486,6 +486,7 @@ def _fused_speedup(reports: list[TraceReport]) -> list[tuple[str, findings.Findi
                     explains_pct=None,  # time saved on another trace: no share of this one's span
                     tier="fix",
                     hint=hint,
+                    short=f"{format_unit(own, 'ns')} ({format_unit(own / base, 'x')})",
                 ),
             )
         )

@@ -114,24 +114,27 @@ def print_findings(report: Report, console) -> None:
         line = Text(f"{i:2}. ")
         line.append(f"[{g.severity}] ", style=SEVERITY_STYLE.get(g.severity, ""))
         line.append(f"{g.title}: {', '.join(g.traces)}", style="bold")
-        if len(g.members) > 1 and g.explains_ns is not None:
+        if len(g.members) > 1 and g.explains_ns is not None and not f.short:
             line.append(f" ({fmt(g.explains_ns, 'ns')} in all)", style="dim")
-        elif _explains(f):
+        elif _explains(f) and not f.short:
             line.append(f" ({_explains(f)})", style="dim")
         console.print(line)
         text = f"{label}: {f.message}" if len(g.members) > 1 else f.message
         for part in textwrap.wrap(text, width=width):
             console.print(Text("    " + part))
         if len(g.members) > 1:
-            also = ", ".join(
-                other
-                + (f" {fmt(o.explains_ns, 'ns')}" if o.explains_ns is not None else "")
-                + (f" ({o.explains_pct:.1f} %)" if o.explains_pct is not None else "")
-                for other, o in g.members[1:]
-            )
+            also = ", ".join(other + " " + _short(o) for other, o in g.members[1:]).replace("  ", " ")
             for part in textwrap.wrap("also " + also, width=width):
                 console.print(Text("    " + part, style="dim"))
         console.print(Text(f"    rows: {f.hint or _hint(by_label[label], f.query)}", style="dim"))
+
+
+def _short(f) -> str:
+    """A finding's figure beside its trace's label in an "also" list: its own, else the time it explains."""
+    if f.short:
+        return f.short
+    size = fmt(f.explains_ns, "ns") if f.explains_ns is not None else ""
+    return size + (f" ({f.explains_pct:.1f} %)" if f.explains_pct is not None else "")
 
 
 def print_notes(report: Report, console, topics=("attention", "shapes", "modules")) -> None:
