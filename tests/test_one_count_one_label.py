@@ -103,3 +103,20 @@ def test_a_trace_without_attention_says_so_and_what_to_record(load_shared):
     assert "with_modules=True" in notes["modules"]
     (line,) = stages.no_attention_notes(trace, trace.query_arrow("attention_calls"))
     assert line.startswith("a100_nccl_rank0: No attention found")
+
+
+def test_an_empty_query_says_why(inputs):
+    """module_summary on a trace recorded without with_modules: no rows, and one line saying what to record."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    naive = H200 / "naive.json.gz"
+    inputs.trace(naive)  # loaded once in the session's cache
+    result = CliRunner().invoke(
+        cli, ["query", "module_summary", str(naive)], env={"TRACEKIT_CACHE_DIR": str(inputs.cache)}
+    )
+    assert result.exit_code == 0, result.output
+    assert "(0 rows)" in result.stdout
+    assert "note: No rows: the trace has no nn.Module scopes" in result.stderr
+    assert "with_modules=True" in result.stderr

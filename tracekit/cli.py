@@ -403,7 +403,19 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache, emit):
     bound = _params(params)
     named.bind(bound)  # fail on bad parameters before loading anything
     with open_source(source, cache=not no_cache, link=api.needs_link(duckdb.connect(), named.sql)) as trace:
-        emit(trace.use_rules(rule_dirs).query_batches(named.id, bound, query_dirs))
+        import pyarrow as pa
+
+        batches = trace.use_rules(rule_dirs).query_batches(named.id, bound, query_dirs)
+        counted = [0]
+
+        def counting(reader):
+            for batch in reader:
+                counted[0] += batch.num_rows
+                yield batch
+
+        emit(pa.RecordBatchReader.from_batches(batches.schema, counting(batches)))
+        if not counted[0] and named.empty:
+            click.echo(f"note: {named.empty}", err=True)
         if "include_orphans" in named.params and not named.bind(bound)["include_orphans"]:
             console.orphan_note(trace.orphans(), "-p include_orphans=true")
 
