@@ -83,6 +83,7 @@ def test_launch_bound_is_judged_per_device_on_the_two_rank_nccl_trace(load_share
     assert idle_row["time_ns"] == row["idle_ns"] and round(row["idle_pct"], 1) == 76.2
 
 
+@pytest.mark.slow  # test_breakdowns' synthetic trace and the orphans below hold a finding that must not fire too
 def test_gpu_idle_fires_where_the_idle_is_not_host_wait(load_shared, shared_dir):
     """The finding that must NOT fire: on the H100 BERT trace every idle gap is host wait, so launch_bound says
     it and gpu_idle stays silent; on the same trace with the threshold out of reach neither fires."""

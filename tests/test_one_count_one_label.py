@@ -54,9 +54,9 @@ def test_the_same_rank_warning_needs_a_job_or_a_world_to_tie_the_traces(tmp_path
 
 
 def test_stages_add_up_to_attention_with_a_total_row(inputs):
-    """llama_eager: each attention stage's attention_share_pct is its part of the attention stages' GPU time
+    """llama_train_sdpa: each attention stage's attention_share_pct is its part of the attention stages' GPU time
     (summed here from gpu_ns), they add up to 100, and the total row sums them ('other' aside)."""
-    trace = inputs.trace(H200 / "llama_eager.json.gz")
+    trace = inputs.trace(H200 / "llama_train_sdpa.json.gz")
     table = stages.with_total(trace.query_arrow("stage_breakdown"))
     rows = table.to_pylist()
     attention = [r for r in rows if r["stage"] not in ("other", stages.TOTAL)]
