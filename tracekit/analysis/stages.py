@@ -23,7 +23,7 @@ def with_total(breakdown: pa.Table) -> pa.Table:
         last = i + 1 == len(rows) or rows[i + 1]["trace"] != row["trace"]
         if last:
             mine = [r for r in rows if r["trace"] == row["trace"] and r["stage"] != "other"]
-            total = {name: None for name in breakdown.column_names}
+            total: dict[str, object] = {name: None for name in breakdown.column_names}
             total.update(trace=row["trace"], rank=row.get("rank"), stage=TOTAL)
             for name in SUMMED:
                 if name in total:
