@@ -148,6 +148,7 @@ def test_the_demo_tells_the_posts_story_first(demo):
     assert groups[0].traces == ["naive"] and "Memcpy DtoD" in groups[0].members[0][1].message
     assert "stage mask" in groups[0].members[0][1].message
     assert groups[1].traces == ["math"]
+    assert [g["id"] for g in built.to_dict()["findings"][:3]] == [g.id for g in groups[:3]]  # the JSON's order
     assert set(groups[2].traces) == {"efficient", "flash", "cudnn", "flex"}
     # Per call, by hand from the report's own headline: cudnn 58.2 µs against naive's 1,075.5 µs.
     head = {t.label: t.headline for t in built.traces}
