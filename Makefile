@@ -36,8 +36,7 @@ browser:
 
 demo: $(VENV)/.installed
 	$(BIN)/tracekit load $(DEMO_TRACES) -o $(DEMO_DB) --force
-	$(BIN)/tracekit query region_summary $(DEMO_DB) -p 'pattern=^attention:'
-	$(BIN)/tracekit report $(DEMO_DB) --html $(DEMO_HTML)
+	$(BIN)/tracekit report $(DEMO_DB) --brief --html $(DEMO_HTML)
 
 # Lint, format and type gate first: a slip fails fast, before the long suite.
 lint: $(VENV)/.installed-dev

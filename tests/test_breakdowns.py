@@ -411,12 +411,16 @@ def test_findings_rank_by_the_time_they_explain(tmp_path):
     trace = _write(b, tmp_path, "ranked.json.gz")
     found = findings.run(trace)
     ids = [f.id for f in found]
-    assert ids.index("gpu_idle") < ids.index("dominant_kernel")
-    explained = [f.explains_ns for f in found if f.explains_ns is not None]
-    assert explained == sorted(explained, reverse=True)
-    # By construction: kernels of 20 us at 0, 100, 200, 300 us -> span 320 us, 240 us idle, 80 us busy.
+    # By tier (fix, then time), then by the time explained: FP32 SGEMM is a fix; launch-bound before one kernel.
+    assert ids.index("fp32_simt_gemm") < ids.index("launch_bound") < ids.index("dominant_kernel")
+    for tier in findings.TIERS:
+        explained = [f.explains_ns for f in found if f.explains_ns is not None and f.tier == tier]
+        assert explained == sorted(explained, reverse=True)
+    # By construction: kernels of 20 us at 0, 100, 200, 300 us -> span 320 us, 240 us idle, 80 us busy, and
+    # every gap is host wait: launch_bound tells that time, so gpu_idle (the same 240 us) must not fire too.
     by_id = {f.id: f for f in found}
-    assert (by_id["gpu_idle"].explains_ns, by_id["gpu_idle"].explains_pct) == (240_000, pytest.approx(75.0))
+    assert "gpu_idle" not in by_id
+    assert (by_id["launch_bound"].explains_ns, by_id["launch_bound"].explains_pct) == (240_000, pytest.approx(75.0))
     assert (by_id["dominant_kernel"].explains_ns, by_id["dominant_kernel"].explains_pct) == (
         80_000,
         pytest.approx(25.0),

@@ -135,7 +135,6 @@ def test_only_the_base_queries_skip_linking():
         "breakdown.gpu_breakdown",
         "breakdown.comm_overlap",
         "breakdown.memory_timeline",
-        "findings.gpu_idle",
         "findings.dominant_kernel",
         "cluster.matched_collectives",
         "cluster.stragglers",

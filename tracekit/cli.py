@@ -405,7 +405,19 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache, emit):
     bound = _params(params)
     named.bind(bound)  # fail on bad parameters before loading anything
     with open_source(source, cache=not no_cache, link=api.needs_link(duckdb.connect(), named.sql)) as trace:
-        emit(trace.use_rules(rule_dirs).query_batches(named.id, bound, query_dirs))
+        import pyarrow as pa
+
+        batches = trace.use_rules(rule_dirs).query_batches(named.id, bound, query_dirs)
+        counted = [0]
+
+        def counting(reader):
+            for batch in reader:
+                counted[0] += batch.num_rows
+                yield batch
+
+        emit(pa.RecordBatchReader.from_batches(batches.schema, counting(batches)))
+        if not counted[0] and named.empty:
+            click.echo(f"note: {named.empty}", err=True)
         if "include_orphans" in named.params and not named.bind(bound)["include_orphans"]:
             console.orphan_note(trace.orphans(), "-p include_orphans=true")
 
@@ -442,9 +454,13 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
         breakdown = trace.query_arrow("stage_breakdown", params)
         call_rows = trace.query_arrow("attention_calls", params)
         call_rows, stacks = sources.with_sources(trace, call_rows)
+        from tracekit.analysis.stages import no_attention_notes
+
+        why = no_attention_notes(trace, call_rows)
         if not include_orphans:
             console.orphan_note(trace.orphans(), "--include-orphans")
     total = call_rows.num_rows
+    all_calls = call_rows
     issued = sources.summary(call_rows) if stacks else [sources.NO_STACKS]  # every call, before --calls cuts
     if calls and total > calls:
         call_rows = call_rows.slice(0, calls)
@@ -457,6 +473,9 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
         }
         click.echo(json.dumps(out, indent=1))
         return
+    from tracekit.analysis.stages import with_total
+
+    breakdown = with_total(breakdown)  # a total row of attention per trace
     style = table_style(wide, 0)
     keep = [
         "trace",
@@ -464,6 +483,7 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
         "gpu_ops",
         "gpu_ns",
         "share_pct",
+        "attention_share_pct",
         "cpu_ns",
         "gpu_by_label",
         "gpu_by_module",
@@ -476,13 +496,17 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     click.echo("Stage breakdown (stage_breakdown)")
     render.render(breakdown if wide else breakdown.select(keep), "table", out=sys.stdout, **style)
     shown = f"first {call_rows.num_rows} of {total}" if call_rows.num_rows < total else f"{total}"
-    click.echo(f"\nAttention calls (attention_calls; {shown})")
+    from tracekit.analysis.stages import call_counts
+
+    click.echo(f"\nAttention calls (attention_calls; {shown}{call_counts(all_calls)})")
     keep = ["trace", "call_id", "impl", "op", "gpu_ops", "gpu_ns", "attention_kernel_ns", "cpu_ns", "tflops_per_s"]
     render.render(call_rows if wide else call_rows.select(keep), "table", out=sys.stdout, **style)
     if total:
         click.echo("\nIssued from (call_sources: the innermost user frame)")
         for line in issued:
             click.echo(f"  {line}")
+    for line in why:
+        click.echo(line)
 
 
 @cli.command("report", context_settings=CONTEXT)
@@ -501,9 +525,10 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress; no terminal report when writing --html or --json.")
 @click.option("--all-findings", is_flag=True, help="Also show findings that explain under 1 % of the GPU's time.")
+@click.option("--brief", is_flag=True, help="Print only what stands out (the findings), before the paths written.")
 @rules_opt
 @cache_opt
-def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no_cache):
+def report_cmd(sources, html_path, json_path, quiet, all_findings, brief, rule_dirs, no_cache):
     """Compare attention across traces on one page: headline, findings, plots.
 
     Each trace of each SOURCE is one column; with several, the first is the
@@ -513,9 +538,12 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
     TFLOP/s, GPU idle share and the user line that issued the calls (with_stack
     traces); the GPU breakdown (computation,
     communication, memcpy, idle) with the top ops and modules; "what stands
-    out" lists the findings (queries/findings/), ranked by the GPU time they
-    explain (under 1 % left out unless --all-findings), each with the query
-    that shows its rows. The Python twin is tracekit.analysis.report.build(traces).
+    out" lists the findings (queries/findings/), each once with the traces it
+    holds for, ranked by tier (what to fix, where the time goes, reporting
+    gaps), then by the first trace it holds for, then by the GPU time it
+    explains (under 1 % left out unless --all-findings), each with the query
+    that shows its rows; notes say what a trace lacks where a part is empty.
+    The Python twin is tracekit.analysis.report.build(traces).
 
     \b
     Example:
@@ -542,6 +570,9 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
         for trace in traces:
             trace.close()
     to_stdout = False
+    if brief and not quiet and not (render.is_stdout(html_path) or render.is_stdout(json_path)):
+        built.print(Console(highlight=False), html_hint=False, brief=True)
+        to_stdout = True  # printed: not again below
     for path, text in ((html_path, built.to_html), (json_path, built.to_json)):
         if render.is_stdout(path):
             sys.stdout.write(text())

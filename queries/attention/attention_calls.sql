@@ -13,6 +13,7 @@
 -- tflops_per_s divides them by the kernel-level time. By default calls made only of
 -- orphan GPU ops (launched before the trace began) are left out.
 --
+-- @empty No attention call: no label, op, module scope or kernel name matched an attention rule; wrap attention in record_function("attention:NAME") or record with with_modules=True next time, or add a rule (--rules; docs/attribution.md).
 -- @param include_orphans BOOLEAN = false   Also list calls whose GPU ops were all launched before the trace began.
 -- @column trace VARCHAR               Trace label.
 -- @column rank INTEGER                The trace's rank (traces.rank; NULL when none was recorded).

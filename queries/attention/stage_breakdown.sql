@@ -4,7 +4,9 @@
 -- enclosing module scope, else its launching op, else its kernel name, and in a training step's backward
 -- from the forward op autograd ran it for; around an attention kernel no CPU op holds (graph replays,
 -- compiled regions), from its place in the stream's kernel order; everything else is "other". gpu_ns sums the
--- GPU ops' durations and share_pct is the stage's share of the trace's GPU op time.
+-- GPU ops' durations and share_pct is the stage's share of the trace's GPU op time;
+-- attention_share_pct is its share of the trace's attention time (the GPU op time of every stage but other;
+-- NULL for other), so the attention stages add up to 100.
 -- CPU ops (cpu_op, runtime and driver slices) get stages by the same labels and op
 -- rules, and cpu_ns sums their self time, so a CPU-only trace still gets an answer.
 -- The gpu_by_* and cpu_by_* columns count how many rows each source decided, so
@@ -32,6 +34,7 @@
 -- @column cpu_by_backward BIGINT         CPU ops decided so.
 -- @column backward_gpu_ns BIGINT         GPU time of this stage in a training step's backward: autograd's work for its forward ops, and the fused backward ops' kernels (calls with direction backward), ns.
 -- @column gpu_by_sequence BIGINT         GPU ops decided by their place in a stream's kernel order around an attention kernel no CPU op holds (graph replays, compiled regions).
+-- @column attention_share_pct DOUBLE     100 * gpu_ns / the GPU op time of the trace's attention stages (all but other); NULL for other.
 WITH gpu AS (
     SELECT trace_id, stage, count(*) AS gpu_ops, sum(dur_ns)::BIGINT AS gpu_ns,
            count(*) FILTER (WHERE source = 'label') AS gpu_by_label,
@@ -74,6 +77,9 @@ SELECT t.trace, t.rank, j.stage, j.gpu_ops, j.gpu_ns,
        round(100.0 * j.gpu_ns / nullif(sum(j.gpu_ns) OVER (PARTITION BY j.trace_id), 0), 3) AS share_pct,
        j.cpu_ops, j.cpu_ns, j.gpu_by_label, j.gpu_by_module, j.gpu_by_op, j.gpu_by_gpu_annotation, j.gpu_by_kernel,
        j.cpu_by_label, j.cpu_by_module, j.cpu_by_op, j.gpu_by_backward, j.cpu_by_backward, j.backward_gpu_ns,
-       j.gpu_by_sequence
+       j.gpu_by_sequence,
+       CASE WHEN j.stage <> 'other' THEN round(100.0 * j.gpu_ns / nullif(sum(j.gpu_ns) FILTER (WHERE j.stage <> 'other')
+                                                                   OVER (PARTITION BY j.trace_id), 0), 3)
+       END AS attention_share_pct
 FROM joined j JOIN traces t USING (trace_id)
 ORDER BY t.trace, j.gpu_ns DESC, j.cpu_ns DESC, j.stage;

@@ -10,6 +10,7 @@
 -- op time launched in the trace. Launches outside any module and on other
 -- threads (autograd's backward) are not in any row; orphans never are.
 --
+-- @empty No rows: the trace has no nn.Module scopes with GPU work under them (the recorded query counts its module_scopes); record with with_stack=True and with_modules=True next time.
 -- @param level VARCHAR = class   class: one row per module class; instance: one row per instance (Class_n).
 -- @column trace VARCHAR        Trace label.
 -- @column module VARCHAR       Module class (the name after "nn.Module: " without the _n instance suffix).

@@ -1,16 +1,33 @@
 -- The GPU idles for much of the span of its work.
 --
--- Fires when gpu_breakdown's idle share of the span (first counted GPU op's
--- start to the last one's end) is at least min_idle_pct. The time it explains
--- is the idle time.
+-- Per device: the time in the device's span (its first GPU op's start to the
+-- last one's end) with no GPU op running on any of its streams. Fires for a
+-- device when that is at least min_idle_pct of its span; the time it
+-- explains is the idle time. When launch_bound fires for the same device
+-- (most of that time is host wait) the report shows that finding instead.
+-- Orphans (no launch in the trace) are left out.
 --
--- @uses gpu_breakdown
--- @param min_idle_pct DOUBLE = 30   Fire at this idle share of the span, percent.
+-- @param min_idle_pct DOUBLE = 30   Fire at this idle share of the device's span, percent.
 -- @column trace VARCHAR    Trace label.
+-- @column device INTEGER   GPU index.
 -- @column time_ns BIGINT   Idle time, nanoseconds.
--- @column span_ns BIGINT   Span of the counted GPU ops, nanoseconds.
+-- @column span_ns BIGINT   The device's span, nanoseconds.
 -- @column pct DOUBLE       100 * time_ns / span_ns.
-SELECT i.trace, i.time_ns, s.time_ns AS span_ns, i.pct
-FROM gpu_breakdown i JOIN gpu_breakdown s ON s.trace = i.trace AND s.category = 'total'
-WHERE i.category = 'idle' AND i.pct >= $min_idle_pct
-ORDER BY i.trace;
+WITH ops AS (
+    SELECT trace_id, device, ts_ns, end_ns,
+           max(end_ns) OVER (PARTITION BY trace_id, device ORDER BY ts_ns, end_ns, id
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM gpu_ops
+    WHERE NOT orphan
+),
+devices AS (
+    SELECT trace_id, device, (max(end_ns) - min(ts_ns))::BIGINT AS span_ns,
+           coalesce(sum(greatest(ts_ns - prev_end, 0)), 0)::BIGINT AS time_ns
+    FROM ops
+    GROUP BY trace_id, device
+)
+SELECT t.trace, d.device, d.time_ns, d.span_ns, 100.0 * d.time_ns / d.span_ns AS pct
+FROM devices d
+JOIN traces t USING (trace_id)
+WHERE d.span_ns > 0 AND 100.0 * d.time_ns / d.span_ns >= $min_idle_pct
+ORDER BY t.trace, d.time_ns DESC, d.device;

@@ -15,6 +15,18 @@ column, the column of its rows (ns) whose sum is that time; its share of the
 trace's GPU span (gpu_timeline) ranks the findings, and the report leaves out
 those that explain less than ``MIN_EXPLAINS_PCT`` unless asked for all.
 Findings that explain no time (a reporting gap, left-out orphans) rank after.
+
+Every percentage a finding's line quotes has one base, the GPU span (the
+message quotes times; launch_bound and gpu_idle quote the share of their own
+device's span, the same base on a one-GPU trace). findings.csv's ``tier``
+says what a finding asks of the reader: ``fix`` (a change in the code or the
+rules removes the time: a hidden copy, FP32 math, missed attention), ``time``
+(where the time goes: launch-bound, idle, CPU-bound calls, one dominant
+kernel) or ``gap`` (a reporting gap: nothing to fix in the model). Findings
+are ranked by tier, then by the GPU time they explain. A finding is told once:
+``SUBSUMED`` drops the rows of one finding that another covers on the same
+device (idle time that launch_bound already explains as host wait).
+``group`` gathers one finding over several traces into one ``Group``.
 """
 
 from __future__ import annotations
@@ -29,6 +41,10 @@ from tracekit.library import queries
 from tracekit.present.values import UNITS, format_unit, records
 
 SEVERITIES = ("warning", "info")
+TIERS = ("fix", "time", "gap")
+# finding -> (the finding that covers it, the columns that say where): gpu_idle's rows for a device where
+# launch_bound fired are the same idle time, told once by launch_bound (whose line gives the idle share too).
+SUBSUMED = {"gpu_idle": ("launch_bound", ("trace", "device"))}
 # Evidence rows kept per finding and trace (the query lists them all).
 MAX_ROWS = 25
 # A finding explaining less of the GPU span than this is not shown (report --all-findings shows it).
@@ -43,6 +59,7 @@ class Rule:
     severity: str
     message: str
     explains: str = ""  # the rows' column (ns) whose sum is the GPU time the finding explains
+    tier: str = "time"  # fix, time or gap (TIERS)
 
     @property
     def id(self) -> str:
@@ -70,6 +87,9 @@ class Finding:
     rows_total: int = 0
     explains_ns: int | None = None  # GPU time the finding explains (None: it explains no time)
     explains_pct: float | None = None  # explains_ns as a share of the trace's GPU span
+    tier: str = "time"  # fix, time or gap (TIERS)
+    hint: str = ""  # the command that shows the rows, when not `tracekit query QUERY SOURCE`
+    short: str = ""  # its figure beside the trace's label when listed with others ("79.5 µs (0.07x)")
 
     @property
     def shown(self) -> bool:
@@ -77,8 +97,14 @@ class Finding:
         return self.explains_pct is None or self.explains_pct >= MIN_EXPLAINS_PCT
 
     def rank_key(self) -> tuple:
-        """Sort key: most time explained first, findings that explain no time last; warnings before info."""
-        return (self.explains_ns is None, -(self.explains_ns or 0), SEVERITIES.index(self.severity))
+        """Sort key: by tier (fix, time, gap), then most time explained first, findings that explain no time
+        last; warnings before info."""
+        return (
+            TIERS.index(self.tier),
+            self.explains_ns is None,
+            -(self.explains_ns or 0),
+            SEVERITIES.index(self.severity),
+        )
 
     def to_dict(self) -> dict:
         """JSON-friendly form."""
@@ -87,6 +113,7 @@ class Finding:
             "query": self.query,
             "trace": self.trace,
             "severity": self.severity,
+            "tier": self.tier,
             "title": self.title,
             "message": self.message,
             "columns": self.columns,
@@ -110,11 +137,13 @@ def rules() -> list[Rule]:
                 raise QueryError(f"{path}:{line}: no query findings/{name}.sql")
             if row["severity"] not in SEVERITIES:
                 raise QueryError(f"{path}:{line}: severity must be one of {', '.join(SEVERITIES)}")
+            if row["tier"] not in TIERS:
+                raise QueryError(f"{path}:{line}: tier must be one of {', '.join(TIERS)}")
             named = unmatched.pop(name)
             explains = (row.get("explains") or "").strip()
             if explains and explains not in {column.name for column in named.columns}:
                 raise QueryError(f"{path}:{line}: explains {explains!r} is not a column of findings/{name}.sql")
-            out.append(Rule(named, row["severity"], row["message"], explains))
+            out.append(Rule(named, row["severity"], row["message"], explains, row["tier"]))
     if unmatched:
         raise QueryError(f"{path}: no row for findings/{min(unmatched)}.sql")
     return out
@@ -170,9 +199,15 @@ def run(trace, labels: list[str] | None = None, max_rows: int = MAX_ROWS) -> lis
     """
     spans = {r["trace"]: r["span_ns"] for r in records(trace.query_arrow("gpu_timeline"))}
     out = []
-    for rule in rules():
-        table = trace.query_arrow(rule.query.id)
+    answers = {rule.id: (rule, trace.query_arrow(rule.query.id)) for rule in rules()}
+    covered = {
+        name: {tuple(r[c] for c in where) for r in records(answers[by][1])} for name, (by, where) in SUBSUMED.items()
+    }
+    for rule, table in answers.values():
         rows = records(table)
+        if rule.id in SUBSUMED:
+            where = SUBSUMED[rule.id][1]
+            rows = [r for r in rows if tuple(r[c] for c in where) not in covered[rule.id]]
         by_trace: dict[str, list[dict]] = {}
         for r in rows:
             by_trace.setdefault(r["trace"], []).append(r)
@@ -197,6 +232,72 @@ def run(trace, labels: list[str] | None = None, max_rows: int = MAX_ROWS) -> lis
                     rows_total=len(trace_rows),
                     explains_ns=explains_ns,
                     explains_pct=explains_pct,
+                    tier=rule.tier,
                 )
             )
     return sorted(out, key=Finding.rank_key)
+
+
+@dataclass
+class Group:
+    """One finding over the traces it holds for: ``members`` are (trace label, Finding), heaviest first."""
+
+    id: str
+    severity: str
+    tier: str
+    title: str
+    members: list[tuple[str, Finding]]
+    first: int = 0  # position, in the report's order, of the first trace it holds for
+
+    @property
+    def traces(self) -> list[str]:
+        """The labels of the traces it holds for, heaviest first."""
+        return [label for label, _ in self.members]
+
+    @property
+    def explains_ns(self) -> int | None:
+        """GPU time it explains over all its traces (None: it explains no time)."""
+        times = [f.explains_ns for _, f in self.members if f.explains_ns is not None]
+        return sum(times) if times else None
+
+    def to_dict(self) -> dict:
+        """JSON-friendly form: the finding, the traces it holds for and each trace's line."""
+        return {
+            "id": self.id,
+            "severity": self.severity,
+            "tier": self.tier,
+            "title": self.title,
+            "traces": self.traces,
+            "explains_ns": self.explains_ns,
+            "members": [
+                {"trace": label, "message": f.message, "explains_ns": f.explains_ns, "explains_pct": f.explains_pct}
+                for label, f in self.members
+            ],
+        }
+
+
+def group(pairs: list[tuple[str, Finding]], order: list[str] | None = None) -> list[Group]:
+    """One ``Group`` per finding id over ``pairs`` of (trace label, Finding), ranked.
+
+    Ranked by tier (fix, time, gap); within a tier, when ``order`` (the
+    report's trace labels, baseline first) is given and has several traces,
+    by the first trace each holds for, so a comparison reads in the order its
+    traces were given (the baseline's findings are what the others fix); then
+    by the GPU time explained, findings explaining none last.
+    """
+    by_id: dict[str, list[tuple[str, Finding]]] = {}
+    for label, f in pairs:
+        by_id.setdefault(f.id, []).append((label, f))
+    position = {label: i for i, label in enumerate(order or [])}
+    out = []
+    for members in by_id.values():
+        members.sort(key=lambda m: (m[1].explains_ns is None, -(m[1].explains_ns or 0), position.get(m[0], 0)))
+        f = members[0][1]
+        first = min(position.get(label, 0) for label, _ in members) if len(position) > 1 else 0
+        out.append(Group(f.id, f.severity, f.tier, f.title, members, first))
+
+    def key(g: Group) -> tuple:
+        return (TIERS.index(g.tier), g.first, g.explains_ns is None, -(g.explains_ns or 0),
+                SEVERITIES.index(g.severity), g.id)  # fmt: skip
+
+    return sorted(out, key=key)

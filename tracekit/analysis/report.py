@@ -16,6 +16,7 @@ computed from which query.
 from __future__ import annotations
 
 import json
+import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from pathlib import Path
 from tracekit import api, diff
 from tracekit.analysis import findings, report_render
 from tracekit.ingest import sources
-from tracekit.present.values import records
+from tracekit.present.values import format_unit, records
 
 # How many attention calls of a trace the timeline plot draws (one per step).
 TIMELINE_CALLS = 8
@@ -116,6 +117,8 @@ class TraceReport:
     breakdown: list[dict] = field(default_factory=list)  # gpu_breakdown rows
     top_ops: list[dict] = field(default_factory=list)  # op_summary rows, heaviest TOP_ROWS
     top_modules: list[dict] = field(default_factory=list)  # module_summary rows, heaviest TOP_ROWS
+    # Why a section is empty: {"topic": attention|shapes|modules, "text": one sentence}, from the recorded query.
+    notes: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """JSON-friendly form."""
@@ -132,6 +135,7 @@ class TraceReport:
             "breakdown": self.breakdown,
             "top_ops": self.top_ops,
             "top_modules": self.top_modules,
+            "notes": self.notes,
         }
 
 
@@ -143,6 +147,8 @@ class Report:
     comparison: dict | None = None
     version: str = ""
     every_finding: bool = False  # show findings that explain under findings.MIN_EXPLAINS_PCT too
+    # Findings of the comparison (a trace against the first, no query behind them): (trace label, Finding).
+    compared: list[tuple[str, findings.Finding]] = field(default_factory=list)
 
     @property
     def stages(self) -> list[str]:
@@ -164,6 +170,12 @@ class Report:
         pairs = [(t, f) for t in self.traces for f in t.findings if self.every_finding or f.shown]
         return sorted(pairs, key=lambda p: p[1].rank_key())
 
+    def findings(self) -> list[findings.Group]:
+        """The findings to show, one per finding over the traces it holds for (``findings.group``): by tier,
+        then (several traces) by the first trace each holds for, then by the GPU time they explain."""
+        pairs = [(t.label, f) for t, f in self.all_findings()] + self.compared
+        return findings.group(pairs, [t.label for t in self.traces])
+
     metrics = METRICS
     timeline_calls = TIMELINE_CALLS
 
@@ -175,6 +187,7 @@ class Report:
             "stages": self.stages,
             "traces": [t.to_dict() for t in self.traces],
             "comparison": self.comparison,
+            "findings": [g.to_dict() for g in self.findings()],
         }
 
     def to_json(self) -> str:
@@ -194,9 +207,9 @@ class Report:
             'style="width:100%;height:720px;border:1px solid #ddd"></iframe>'
         )
 
-    def print(self, console=None, html_hint: bool = True) -> None:
-        """Print to a rich console (default: stdout)."""
-        report_render.print_report(self, console, html_hint=html_hint)
+    def print(self, console=None, html_hint: bool = True, brief: bool = False) -> None:
+        """Print to a rich console (default: stdout); ``brief``: the findings only."""
+        report_render.print_report(self, console, html_hint=html_hint, brief=brief)
 
 
 def headline(trace: str, rows: dict[str, list[dict]]) -> dict:
@@ -214,6 +227,8 @@ def headline(trace: str, rows: dict[str, list[dict]]) -> dict:
     out["launch_apis"] = out["launch_apis"] or []
     out["gpu_vs_first"] = None  # filled once every trace is known
     out["source"] = _top_source([r for r in rows.get("call_sources", []) if r["trace"] == trace])
+    # The GPU span (gpu_timeline), the base of every finding's share.
+    out["span_ns"] = next((r["span_ns"] for r in rows["gpu_timeline"] if r["trace"] == trace), None)
     out["stage_share_pct"] = {
         r["stage"]: r["share_pct"] for r in rows["stage_breakdown"] if r["trace"] == trace and r["gpu_ops"]
     }
@@ -258,6 +273,7 @@ QUERIES = (
     "op_summary",
     "module_summary",
     "call_sources",
+    "recorded",
 )
 
 
@@ -310,7 +326,7 @@ def _build(named_traces, progress, version) -> Report:
         _naive_first(reports, sides)
     _compare_to_first(reports)
     comparison = _stage_comparison(reports, sides) if len(reports) > 1 else None
-    return Report(reports, comparison, version)
+    return Report(reports, comparison, version, compared=_fused_speedup(reports))
 
 
 def _answer(named_traces, progress) -> list[_SourceAnswers]:
@@ -382,7 +398,47 @@ def _trace_report(answer: _SourceAnswers, trace: str, shown: str) -> TraceReport
         breakdown=of_trace("gpu_breakdown"),
         top_ops=of_trace("op_summary")[:TOP_ROWS],
         top_modules=of_trace("module_summary")[:TOP_ROWS],
+        notes=notes(next(iter(of_trace("recorded")), {}), headline(trace, answer.rows)["attention_calls"]),
     )
+
+
+def notes(recorded: dict, attention_calls: int) -> list[dict]:
+    """One sentence per empty part of a trace's report: what the trace lacks and what to record next time."""
+    out = []
+    if not attention_calls:
+        lacks = []
+        if not recorded.get("labels"):
+            lacks.append("no record_function label")
+        if not recorded.get("module_scopes"):
+            lacks.append("no nn.Module scope")
+        if not recorded.get("cpu_ops"):
+            lacks.append("no CPU op")
+        out.append(
+            {
+                "topic": "attention",
+                "text": "No attention found: no label, op, module or kernel name matched an attention rule"
+                + (f" (the trace has {', '.join(lacks)})" if lacks else "")
+                + "; wrap attention in record_function('attention:NAME') or record with with_modules=True next time, "
+                "or add a rule (--rules; docs/attribution.md).",
+            }
+        )
+    elif not recorded.get("ops_with_shapes"):
+        out.append(
+            {
+                "topic": "shapes",
+                "text": "No shapes: recorded without record_shapes=True, so the attention calls have no shapes, FLOPs or "
+                "TFLOP/s; record with record_shapes=True next time.",
+            }
+        )
+    if recorded.get("gpu_ops") and not recorded.get("module_scopes"):
+        out.append(
+            {
+                "topic": "modules",
+                "text": "No module breakdown: the trace has no nn.Module scopes (module_summary is empty); record with "
+                "with_stack=True and with_modules=True next time.",
+            }
+        )
+    return out
 
 
 def _naive_first(reports: list[TraceReport], sides: list[diff.Side]) -> None:
@@ -402,6 +458,59 @@ def _compare_to_first(reports: list[TraceReport]) -> None:
     for report in reports:
         own = report.headline["gpu_ns_per_call"]
         report.headline["gpu_vs_first"] = own / first if first and own is not None and len(reports) > 1 else None
+
+
+# A trace's attention is fused when this share of its attention GPU time is the fused_attention stage.
+FUSED_SHARE_PCT = 50.0
+
+
+def _fused(t: TraceReport) -> bool:
+    return (t.headline["stage_share_pct"].get("fused_attention") or 0) >= FUSED_SHARE_PCT
+
+
+def _fused_speedup(reports: list[TraceReport]) -> list[tuple[str, findings.Finding]]:
+    """A finding for each trace whose attention runs fused kernels and takes less GPU time per call than an
+    unfused baseline (the first trace): the speed-up the post's fused variants show. It explains the baseline's
+    time per call less its own, times its calls."""
+    out: list[tuple[str, findings.Finding]] = []
+    if len(reports) < 2 or _fused(reports[0]):
+        return out
+    first = reports[0]
+    base = first.headline["gpu_ns_per_call"]
+    for t in reports[1:]:
+        own, calls = t.headline["gpu_ns_per_call"], t.headline["attention_calls"]
+        if not (base and own and calls and own < base and _fused(t)):
+            continue
+        saved = int((base - own) * calls)
+        hint = (
+            f"tracekit diff {shlex.quote(first.source)} {shlex.quote(t.source)} --per-call"
+            if first.source != t.source
+            else f"the report's stage comparison, {t.label} vs {first.label} (tracekit report without --brief)"
+        )
+        out.append(
+            (
+                t.label,
+                findings.Finding(
+                    id="fused_speedup",
+                    query="diff",
+                    trace=t.trace,
+                    severity="info",
+                    title=f"Fused attention kernels are faster than {first.label}",
+                    message=(
+                        f"{format_unit(own, 'ns')} of GPU time per attention call "
+                        f"against {first.label}'s {format_unit(base, 'ns')} ({format_unit(own / base, 'x')}): one fused "
+                        "kernel instead of the separate matmul, scale, mask and softmax ops."
+                    ),
+                    columns=[],
+                    explains_ns=saved,
+                    explains_pct=None,  # time saved on another trace: no share of this one's span
+                    tier="fix",
+                    hint=hint,
+                    short=f"{format_unit(own, 'ns')} ({format_unit(own / base, 'x')})",
+                ),
+            )
+        )
+    return out
 
 
 def _stage_comparison(reports: list[TraceReport], sides: list[diff.Side]) -> dict:

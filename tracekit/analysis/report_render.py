@@ -55,8 +55,8 @@ def _hint(t: TraceReport, query: str) -> str:
 # ---- terminal ---------------------------------------------------------------
 
 
-def print_report(report: Report, console=None, html_hint: bool = True) -> None:
-    """Print the report as rich tables, fitting the console's width."""
+def print_report(report: Report, console=None, html_hint: bool = True, brief: bool = False) -> None:
+    """Print the report as rich tables, fitting the console's width (``brief``: the findings only)."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -71,6 +71,10 @@ def print_report(report: Report, console=None, html_hint: bool = True) -> None:
             style="bold",
         )
     )
+    if brief:
+        print_findings(report, console)
+        print_notes(report, console, topics=("attention", "shapes"))
+        return
     rows = _rows(report)
     label_w = max(len(r[1]) for r in rows)
     per_table = max(1, (console.width - label_w - 2) // 18)
@@ -87,24 +91,67 @@ def print_report(report: Report, console=None, html_hint: bool = True) -> None:
             table.add_row(label, *cells)
         console.print(table)
     report_breakdown.terminal(report, console)
-    pairs = report.all_findings()
-    console.print(Text("What stands out", style="bold"))
-    if not pairs:
-        console.print("  nothing")
-    for i, (t, f) in enumerate(pairs, 1):
-        line = Text(f"{i:2}. ")
-        line.append(f"[{f.severity}] ", style=SEVERITY_STYLE.get(f.severity, ""))
-        line.append(f"{t.label}: {f.title}.", style="bold")
-        if _explains(f):
-            line.append(f" ({_explains(f)})", style="dim")
-        console.print(line)
-        for part in textwrap.wrap(f.message, width=max(20, console.width - 4)):
-            console.print(Text("    " + part))
-        console.print(Text(f"    rows: {_hint(t, f.query)}", style="dim"))
+    print_findings(report, console)
+    print_notes(report, console)
     if report.comparison:
         _print_comparison(report, console, Table, box, Text)
     if html_hint:
         console.print(Text("Plots: tracekit report ... --html report.html", style="dim"))
+
+
+def print_findings(report: Report, console) -> None:
+    """What stands out: one entry per finding with the traces it holds for (``Report.findings``)."""
+    from rich.text import Text
+
+    by_label = {t.label: t for t in report.traces}
+    groups = report.findings()
+    console.print(Text("What stands out", style="bold"))
+    if not groups:
+        console.print("  nothing")
+    width = max(20, console.width - 4)
+    for i, g in enumerate(groups, 1):
+        label, f = g.members[0]
+        line = Text(f"{i:2}. ")
+        line.append(f"[{g.severity}] ", style=SEVERITY_STYLE.get(g.severity, ""))
+        line.append(f"{g.title}: {', '.join(g.traces)}", style="bold")
+        if len(g.members) > 1 and g.explains_ns is not None and not f.short:
+            line.append(f" ({fmt(g.explains_ns, 'ns')} in all)", style="dim")
+        elif _explains(f) and not f.short:
+            line.append(f" ({_explains(f)})", style="dim")
+        console.print(line)
+        text = f"{label}: {f.message}" if len(g.members) > 1 else f.message
+        for part in textwrap.wrap(text, width=width):
+            console.print(Text("    " + part))
+        if len(g.members) > 1:
+            also = ", ".join(other + " " + _short(o) for other, o in g.members[1:]).replace("  ", " ")
+            for part in textwrap.wrap("also " + also, width=width):
+                console.print(Text("    " + part, style="dim"))
+        console.print(Text(f"    rows: {f.hint or _hint(by_label[label], f.query)}", style="dim"))
+
+
+def _short(f) -> str:
+    """A finding's figure beside its trace's label in an "also" list: its own, else the time it explains."""
+    if f.short:
+        return f.short
+    size = fmt(f.explains_ns, "ns") if f.explains_ns is not None else ""
+    return size + (f" ({f.explains_pct:.1f} %)" if f.explains_pct is not None else "")
+
+
+def print_notes(report: Report, console, topics=("attention", "shapes", "modules")) -> None:
+    """Why parts of the report are empty: each note once, with the traces it holds for."""
+    from rich.text import Text
+
+    by_text: dict[str, list[str]] = {}
+    for t in report.traces:
+        for note in t.notes:
+            if note["topic"] in topics:
+                by_text.setdefault(note["text"], []).append(t.label)
+    if not by_text:
+        return
+    console.print(Text("Notes", style="bold"))
+    for text, labels in by_text.items():
+        for i, part in enumerate(textwrap.wrap(f"{', '.join(labels)}: {text}", width=max(20, console.width - 4))):
+            console.print(Text(("  - " if i == 0 else "    ") + part))
 
 
 def _print_comparison(report, console, Table, box, Text) -> None:

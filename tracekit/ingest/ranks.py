@@ -100,7 +100,7 @@ def duplicate_ranks(con: duckdb.DuckDBPyConnection) -> list[str]:
     rows = con.execute(sqlmodules.text("ingest/duplicate_ranks")).fetchall()
     out = []
     for job, rank, traces in rows:
-        where = f"job {job}" if job is not None else "the same job (no job id recorded)"
+        where = f"job {job}" if job is not None else "the same world (no job id recorded; the same world_size)"
         out.append(
             f"{len(traces)} traces claim rank {rank} of {where}: {', '.join(traces)}; "
             "cross-rank queries will treat them as different ranks"

@@ -19,6 +19,8 @@ A query can build on others: ``-- @uses gpu.occupancy`` makes that query's
 rows a CTE named by its bare name (``occupancy``) in front of this one, so SQL
 shares SQL instead of copying it. The used query's parameters become this
 query's (with their defaults) unless it declares them itself.
+``-- @empty SENTENCE`` says why the query can return no rows (what the trace
+lacks, what to record next time); ``tracekit query`` prints it then.
 Queries are found in the shipped ``queries/`` folder, then in folders named
 by ``--queries DIR`` or ``$TRACEKIT_QUERY_PATH`` (``os.pathsep``-separated);
 a query's id is its path under its folder without ``.sql``, with ``/`` as
@@ -38,6 +40,7 @@ from tracekit.common import resources
 from tracekit.errors import ParameterError, QueryError
 
 _USES = re.compile(r"^@uses\s+([\w.]+)\s*$")
+_EMPTY = re.compile(r"^@empty\s+(\S.*)$")
 _PARAM = re.compile(r"^@param\s+(\w+)\s+(\w+)\s*(?:=\s*(\S+))?\s*(.*)$")
 _COLUMN = re.compile(r"^@column\s+(\w+)\s+(\S+(?:\s*\[\])?)\s*(.*)$")
 _USE = re.compile(r"\$([A-Za-z_]\w*)")
@@ -79,6 +82,7 @@ class Query:
     uses: list[str] = field(default_factory=list)  # ids or bare names of the queries it builds on
     # Parameters used only through the queries it builds on (checked when they are resolved).
     own_unused: list[str] = field(default_factory=list)
+    empty: str = ""  # why it can return no rows (@empty)
 
     @property
     def name(self) -> str:
@@ -155,8 +159,14 @@ def parse(path: Path, qid: str) -> Query:
     params: dict[str, Param] = {}
     columns: list[Column] = []
     uses: list[str] = []
+    empty = ""
     for lineno, s in header[1:]:
-        if s.startswith("@uses"):
+        if s.startswith("@empty"):
+            m = _EMPTY.match(s)
+            if not m:
+                raise QueryError(f"{where}:{lineno}: bad @empty line (want '@empty SENTENCE')")
+            empty = m.group(1).strip()
+        elif s.startswith("@uses"):
             m = _USES.match(s)
             if not m:
                 raise QueryError(f"{where}:{lineno}: bad @uses line (want '@uses QUERY')")
@@ -194,7 +204,9 @@ def parse(path: Path, qid: str) -> Query:
     unused = [name for name in params if name not in used]
     if unused and not uses:
         raise QueryError(f"{where}:{params[unused[0]].line}: parameter {unused[0]!r} is declared but not used")
-    return Query(qid, path, title, "\n".join(desc).strip(), sql.rstrip(";").strip(), params, columns, uses, unused)
+    return Query(
+        qid, path, title, "\n".join(desc).strip(), sql.rstrip(";").strip(), params, columns, uses, unused, empty
+    )
 
 
 def _lookup(lib: dict[str, Query], name: str) -> Query | None:

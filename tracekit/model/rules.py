@@ -14,6 +14,7 @@ them; prefix ``(?i)`` for case-insensitive matching.
 from __future__ import annotations
 
 import csv
+import difflib
 import os
 import re
 from pathlib import Path
@@ -23,6 +24,7 @@ import duckdb
 from tracekit.common import resources
 from tracekit.common.sqltext import insert_rows
 from tracekit.errors import TracekitError
+from tracekit.schema import stages
 
 SHIPPED = resources.data_dir("tracekit.rules")
 
@@ -37,7 +39,20 @@ def search_path(extra_dirs=()) -> list[Path]:
     return [*dirs, SHIPPED]
 
 
-def _read(path: Path, columns: list[str] | None) -> list[dict]:
+def _check_stage(path: Path, line: int, stage: str, allowed: set[str]) -> None:
+    """A user rule's stage is one of the vocabulary's (capture/stages.csv) or a value the shipped table uses
+    (a placeholder such as proj, or a \\1 back-reference); else an error naming the file and row."""
+    if stage in allowed or re.fullmatch(r"(\\[0-9])+", stage):
+        return
+    close = difflib.get_close_matches(stage, sorted(allowed - {""}), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise TracekitError(
+        f"{path}:{line}: unknown stage {stage!r} ({hint}stages: {', '.join(stages.names())}; "
+        "a new stage is a row of capture/stages.csv first)"
+    )
+
+
+def _read(path: Path, columns: list[str] | None, stages_allowed: set[str] | None = None) -> list[dict]:
     rows: list[tuple[int, dict]] = []
     # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark.
     with open(path, newline="", encoding="utf-8-sig") as fh:
@@ -56,6 +71,8 @@ def _read(path: Path, columns: list[str] | None) -> list[dict]:
     if columns is not None and rows and header != columns:
         raise TracekitError(f"{path}: columns {header} differ from the shipped rule table's {columns}")
     for i, row in rows:
+        if stages_allowed is not None and row.get("stage") is not None:
+            _check_stage(path, i, row["stage"].strip(), stages_allowed)
         pattern = row.get("pattern")
         if pattern is not None:
             try:
@@ -81,13 +98,14 @@ def load(con: duckdb.DuckDBPyConnection, extra_dirs=(), temp: bool = False) -> l
     for name in names_:
         shipped_rows = _read(SHIPPED / f"{name}.csv", None)
         columns = list(shipped_rows[0]) if shipped_rows else []
+        allowed = set(stages.names()) | {r["stage"] for r in shipped_rows if "stage" in r}
         rows: list[tuple] = []
         for d in dirs:
             path = d / f"{name}.csv"
             if path.is_file():
                 rows += [
                     (*[r[c] for c in columns], str(path))
-                    for r in (_read(path, columns) if d != SHIPPED else shipped_rows)
+                    for r in (_read(path, columns, allowed) if d != SHIPPED else shipped_rows)
                 ]
         cols = ", ".join(f'"{c}" VARCHAR' for c in columns)
         kind = "TEMP TABLE" if temp else "TABLE"

@@ -221,6 +221,8 @@ def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> N
             con.execute(
                 f"INSERT INTO traces SELECT {int(entry['trace_id'])} AS trace_id, * FROM read_parquet({staged_traces})"
             )
+        # One label rule for every load path: a capture's traces take their impl as a .duckdb load gives them.
+        events_table.capture_labels(con)
         _base_views(con, out_dir, entries, traces_table=True)
         database.finish(con, warn)
         for entry in entries:
