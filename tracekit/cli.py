@@ -406,6 +406,8 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache, emit):
         emit(trace.use_rules(rule_dirs).query_batches(named.id, bound, query_dirs))
         if "include_orphans" in named.params and not named.bind(bound)["include_orphans"]:
             console.orphan_note(trace.orphans(), "-p include_orphans=true")
+        if named.id.startswith("cluster.") and named.id != "cluster.rank_notes":
+            console.rank_notes(trace.query("rank_notes").to_dicts())  # why ranks matched what they did
 
 
 @cli.command(context_settings=CONTEXT)

@@ -69,6 +69,13 @@ def orphan_note(orphans: tuple[int, int], how: str) -> None:
         )
 
 
+def rank_notes(rows: list[dict]) -> None:
+    """One line on stderr per row of the rank_notes query: what the cross-rank figures could not cover, and why."""
+    for row in rows:
+        spent = f" ({format_unit(row['comm_ns'], 'ms')} of communication)" if row.get("comm_ns") else ""
+        click.echo(f"Note: {row['note']}{spent}", err=True)
+
+
 class Waiting(StatusLine):
     """A status line while another tracekit process builds or links the same trace."""
 

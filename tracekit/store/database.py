@@ -29,7 +29,7 @@ from tracekit.store import pipeline
 
 # Bump whenever a table or column changes meaning: cached databases with
 # another version are rebuilt, user-built ones are refused with advice.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Inputs up to this many bytes of events build the linked model in the load's transaction
 # (``build``): a fixed cost saved on small traces; larger ones keep its peak memory lower.
