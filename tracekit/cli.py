@@ -253,7 +253,8 @@ def cli(debug, allow_files):
 @click.option(
     "--dask",
     metavar="ADDRESS",
-    help="Run the load tasks on a Dask cluster: tcp://host:8786 (a running scheduler; OUTPUT on a filesystem "
+    help="Run the load tasks on a Dask cluster: tcp://host:8786 or file:SCHEDULER.json (a running scheduler, "
+    "its address or the scheduler file dask-jobqueue/dask-mpi write; inputs and OUTPUT on a filesystem "
     "the workers share) or local:N (a LocalCluster of N worker processes). Needs tracekit-attn[dask].",
 )
 def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, dask):
@@ -306,7 +307,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
                 warn=console.warn,
                 memory_limit=memory_limit,
                 linked=link_now,
-                runner=dataset.dask_runner(dask),
+                runner=dataset.dask_runner(dask, progress=progress, note=None if quiet else console.note),
             )
             trace = api.open(path, allow_files=files_flag())
         else:
@@ -335,7 +336,14 @@ def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, pro
         shutil.rmtree(output)
     with _loading(progress, quiet, lambda: api.open_dataset(output, allow_files=files_flag()), output, False):
         dataset.build(
-            list(paths), output, jobs=jobs, dask=dask, warn=console.warn, progress=progress, memory_limit=memory_limit
+            list(paths),
+            output,
+            jobs=jobs,
+            dask=dask,
+            warn=console.warn,
+            progress=progress,
+            memory_limit=memory_limit,
+            note=None if quiet else console.note,
         )
     if not quiet:
         _load_summary(api.open_dataset(output, allow_files=files_flag()), output, False)

@@ -105,7 +105,8 @@ notes AS (
     UNION ALL
     SELECT o.job, NULL, NULL, 'order', NULL, NULL,
            concat(CASE WHEN o.job IS NULL THEN '' ELSE concat('job ', o.job, ': ') END, o.instances,
-                  ' collectives carry no Seq (PyTorch before 2.4) and were matched by order of occurrence: ',
+                  ' collectives carry no Seq (PyTorch before 2.4, or Gloo, which records none) and were matched by order ',
+                  'of occurrence: ',
                   'right only if every rank''s profiling window starts at the same collective')
     FROM ordered o
 )

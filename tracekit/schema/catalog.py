@@ -654,19 +654,20 @@ orphan BOOLEAN  gpu_ops.orphan: launched before the trace began (the is_orphan m
         "view",
         "base",
         "The device side of every collective and point-to-point transfer: GPU kernels that is_collective_kernel "
-        "says are communication (NCCL ncclKernel_*/ncclDevKernel_*, RCCL, ...), with their process group and "
+        "says are communication (NCCL ncclKernel_*/ncclDevKernel_*, RCCL, ...), and on CPU Gloo's gloo:* ranges "
+        "(from the op's enqueue to the collective's completion), with their process group and "
         "the key and instance that identify the same transfer on every rank taking part. There from the load "
         "on; clock alignment and the cluster queries read it.",
         _cols("""
-id BIGINT <unique not_null>  events.id (= gpu_ops.id).
+id BIGINT <unique not_null>  events.id (= gpu_ops.id; of a gloo:* range, cpu_slices.id).
 trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
-name VARCHAR  Kernel name as written.
+name VARCHAR  Kernel (or gloo:* range) name as written.
 pid VARCHAR  pid as written (the device).
 tid VARCHAR  tid as written (the stream).
 ts_ns BIGINT  Start on the GPU, ns (the trace's own clock; see traces.clock_offset_ns).
 dur_ns BIGINT  Duration, ns: on a rank that arrived early it includes the wait for the last rank.
 end_ns BIGINT  End, ns.
-collective VARCHAR  args["Collective name"] of the kernel, else of the record_param_comms op of its External id (which launched it), else the collective the kernel name says (collective_of_kernel).
+collective VARCHAR  args["Collective name"] of the kernel, else of the record_param_comms op of its External id (which launched it), else the collective the name says (gloo:all_reduce -> allreduce; collective_of_kernel).
 pg_name VARCHAR  args["Process Group Name"] of the kernel, else of its record_param_comms op (NULL when neither says).
 pg_desc VARCHAR  args["Process Group Description"] (kernel, else its op).
 pg_ranks VARCHAR  args["Process Group Ranks"] (kernel, else its op).

@@ -250,7 +250,7 @@ def run_local(
         if jobs <= 1:
             for args in tasks:
                 if progress:
-                    progress(done, total, args[1])
+                    progress(done, total, args[1], files=(len(results), len(tasks)))
                 results.append(task(*args))
                 done += (sizes or {}).get(args[1], 0)
             return results
@@ -262,7 +262,7 @@ def run_local(
                 results.append(result)
                 done += (sizes or {}).get(result.path, 0)
                 if progress:
-                    progress(done, total, result.path)
+                    progress(done, total, result.path, files=(len(results), len(tasks)))
         return results
 
     return run

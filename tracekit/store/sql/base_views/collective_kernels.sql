@@ -1,6 +1,6 @@
 -- The device side of every collective and point-to-point transfer: GPU kernels that is_collective_kernel says
--- are communication (NCCL ncclKernel_*/ncclDevKernel_*, RCCL, ...), with their process group and the key that
--- finds the same transfer on every rank taking part. There from the load on; clock alignment and the cluster
+-- are communication (NCCL ncclKernel_*/ncclDevKernel_*, RCCL, ...), and on CPU Gloo's gloo:* ranges, with
+-- their process group and the key that finds the same transfer on every rank taking part. There from the load on; clock alignment and the cluster
 -- queries read it.
 --
 -- A collective is matched across the ranks of its group by its sequence number (args Seq), else by its order
@@ -17,6 +17,11 @@ CREATE VIEW collective_kernels AS
 WITH k AS (
     SELECT id, trace_id, name, pid, tid, ts_ns, dur_ns, end_ns, external_id, args
     FROM events WHERE ph = 'X' AND kind = 'kernel' AND is_collective_kernel(name)
+    UNION ALL
+    -- Gloo (CPU) has no kernel: its work's range (gloo:all_reduce, gloo:send, ...) runs from the
+    -- op's enqueue to the collective's completion, waiting for the last rank as a kernel does.
+    SELECT id, trace_id, name, pid, tid, ts_ns, dur_ns, end_ns, external_id, args
+    FROM events WHERE ph = 'X' AND kind = 'user_annotation' AND starts_with(name, 'gloo:')
 ),
 -- The CPU op around the launch records the collective's parameters (record_param_comms,
 -- the kernel's External id); Kineto copies some of them onto the kernel, not always all (Seq).
@@ -29,7 +34,9 @@ op AS (
 a AS (
     SELECT k.id, k.trace_id, k.name, k.pid, k.tid, k.ts_ns, k.dur_ns, k.end_ns,
            coalesce(json_extract_string(k.args, '$."Collective name"'),
-                    json_extract_string(o.args, '$."Collective name"'), collective_of_kernel(k.name)) AS collective,
+                    json_extract_string(o.args, '$."Collective name"'),
+                    CASE WHEN starts_with(k.name, 'gloo:') THEN replace(k.name[6:], '_', '') END,
+                    collective_of_kernel(k.name)) AS collective,
            coalesce(json_extract_string(k.args, '$."Process Group Name"'),
                     json_extract_string(o.args, '$."Process Group Name"')) AS pg_name,
            coalesce(json_extract_string(k.args, '$."Process Group Description"'),
