@@ -74,31 +74,31 @@ def load_part_parquet(
 
     Every table of the part is written: the base tables and the linked
     model's, each with the columns and types it has (``columns.json``: Parquet
-    does not keep DuckDB's JSON type), ids as the part numbers them.
+    does not keep DuckDB's JSON type), ids as the part numbers them. The task's
+    DuckDB is in memory (spilling into the staging folder past the cap): its
+    rows are written once, as the partitions.
     """
     staging = Path(out_dir) / STAGING
     final = staging / f"{index:06d}"
     tmp = staging / f"{index:06d}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+
+    def export(con) -> None:
+        # Straight from the task's in-memory database: the rows are written once, as Parquet.
+        tables = parallel.part_tables(con, con.execute("SELECT current_database()").fetchall()[0][0])
+        for table, columns in tables.items():
+            # trace_id is the partition folder's (set at commit), not a column of the files.
+            drop = " EXCLUDE (trace_id)" if any(c == "trace_id" for c, _ in columns) else ""
+            _copy(con, f"SELECT *{drop} FROM {table}", tmp / f"{table}.parquet")
+        (tmp / "columns.json").write_text(json.dumps(tables))
+
     try:
         result = parallel.load_part(
-            index, path, label, from_directory, str(tmp / "part.duckdb"), memory_limit, threads=1, linked=True
+            index, path, label, from_directory, str(tmp / "part"), memory_limit, threads=1, linked=True, export=export
         )
         if result.part is None:
             return result
-        con = duckdb.connect(result.part, read_only=True)
-        try:
-            con.execute("SET enable_progress_bar = false")
-            tables = parallel.part_tables(con, con.execute("SELECT current_database()").fetchall()[0][0])
-            for table, columns in tables.items():
-                # trace_id is the partition folder's (set at commit), not a column of the files.
-                drop = " EXCLUDE (trace_id)" if any(c == "trace_id" for c, _ in columns) else ""
-                _copy(con, f"SELECT *{drop} FROM {table}", tmp / f"{table}.parquet")
-        finally:
-            con.close()
-        (tmp / "columns.json").write_text(json.dumps(tables))
-        os.unlink(result.part)
         shutil.rmtree(final, ignore_errors=True)  # a retried task's earlier, complete attempt
         os.replace(tmp, final)
         return parallel.PartResult(index, path, str(final), loaded_on=result.loaded_on)

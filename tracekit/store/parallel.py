@@ -79,9 +79,14 @@ def load_part(
     memory_limit: str | None = None,
     threads: int | None = None,
     linked: bool = False,
+    export: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> PartResult:
     """Load one trace file into the DuckDB file ``part``: its base tables, and with ``linked`` its
     linked model too (every linked table is per trace, so the merge only renumbers it).
+
+    With ``export`` no part is written: the trace is loaded (and linked) in memory, spilling
+    into ``part``'s folder past the cap, and ``export(con)`` writes its rows where they go
+    (``dataset``'s Parquet partitions), so that they are written once.
 
     Runs in a worker process (or a Dask task); errors come back as data, so
     one bad file never takes the others down.
@@ -93,7 +98,10 @@ def load_part(
     try:
         limit = memory_limit or database.auto_memory_limit([source])
         tmp = Path(part).with_name(Path(part).name + ".tmp")
-        con = database.connect_writer(tmp, limit, threads=threads)
+        if export is None:
+            con = database.connect_writer(tmp, limit, threads=threads)
+        else:
+            con = database.connect_writer(":memory:", limit, threads=threads, spill=str(tmp))
         try:
             # No progress bar: a worker's stderr is the terminal of the command that started it.
             con.execute("SET enable_progress_bar = false")
@@ -105,9 +113,15 @@ def load_part(
             if linked:
                 database.create_views(con)  # the base views and macros the model reads
                 pipeline.build(con)
-            con.execute("CHECKPOINT")
+            if export is None:
+                con.execute("CHECKPOINT")
+            else:
+                export(con)
         finally:
             con.close()
+        if export is not None:
+            shutil.rmtree(tmp, ignore_errors=True)  # what DuckDB spilled
+            return PartResult(index, path, part, loaded_on=loaded_on())
         os.replace(tmp, part)
     except NotATraceError as exc:
         if from_directory:
