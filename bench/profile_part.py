@@ -37,7 +37,7 @@ class Timed:
         try:
             return self._con.execute(sql, *args, **kwargs)
         finally:
-            label = self._where[-1] if self._where else _first_words(sql)
+            label = f"{self._where[-1]}: {_first_words(sql)[8:60]}" if self._where else _first_words(sql)
             self._log.append((label, time.perf_counter() - t0))
 
     def __getattr__(self, name):

@@ -22,6 +22,7 @@ import os
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import nullcontext
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -111,8 +112,13 @@ def load_part(
             # The folder's label: which capture labels are unique only the merge can tell.
             events_table.ingest(con, [source], labels=[label], warn=skipped.append, relabel=False)
             if linked:
-                database.create_views(con)  # the base views and macros the model reads
-                pipeline.build(con)
+                # The base views and macros the model reads; no docs (the merge writes them once). A small
+                # file's link commits once, as a one-process build's does (database.build).
+                small = con.execute("SELECT coalesce(sum(events_bytes), 0) FROM traces").fetchall()[0][0]
+                one = small <= database.ONE_TRANSACTION_BYTES
+                with pipeline.transaction(con, commit=database.commit_checkpointed) if one else nullcontext():
+                    database.create_views(con)
+                    pipeline.build(con, comment=False)
             if export is None:
                 con.execute("CHECKPOINT")
             else:
