@@ -257,12 +257,16 @@ def run_attention(
     with_stack: bool = False,
     profile_memory: bool = False,
     seed: int = 0,
+    all_reduce: bool = False,
 ) -> Outcome:
     """Record one attention implementation; unavailable ones come back as `Outcome.unavailable`.
 
     `steps` is the number of profiled (active) steps of the schedule; `warmup` the
     un-profiled calls before it. The trace goes to `output_path(out, tag, ...)`;
-    ranks left out by `ranks` run the same calls without recording.
+    ranks left out by `ranks` run the same calls without recording. With
+    `all_reduce`, every call's output is then all-reduced over the job's default
+    process group (already initialised: `cluster.init_distributed`), as a
+    data-parallel step would, so each rank's trace holds real collectives.
     """
     torch = require("torch")
     device = resolve_device(device)
@@ -290,7 +294,10 @@ def run_attention(
 
         def forward() -> Any:
             with attention_call(impl):
-                return body(q, k, v)
+                out = body(q, k, v)
+            if all_reduce:  # outside the call's label: communication, not attention
+                torch.distributed.all_reduce(out)
+            return out
 
         with torch.no_grad(), context():
             setting = (

@@ -12,12 +12,13 @@ import traceback
 from collections.abc import Sequence
 
 from .attention import IMPLS, AttentionShape, parse_impls, run_attention
-from .cluster import detect_cluster, parse_ranks
+from .cluster import detect_cluster, finish_distributed, init_distributed, parse_ranks
 from .errors import CaptureError
 from .labels import ATTENTION_PREFIX, DEFAULT_PATTERNS
 from .model import run_hf_model
 from .samples import SAMPLE_DIR, record_gpu_samples, record_samples
 from .serving import ENGINES, SERVING_SAMPLE_DIR, record_serving_samples
+from .session import resolve_device
 from .zoo import CASE_NAMES, record_zoo
 
 _EXAMPLES = {
@@ -106,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
     att.add_argument("--causal", action=argparse.BooleanOptionalAction, default=True)
     att.add_argument("--compile", action="store_true", help="torch.compile the attention body")
     att.add_argument("--seed", type=int, default=0)
+    att.add_argument(
+        "--all-reduce",
+        action="store_true",
+        help="all-reduce each call's output over the job (under torchrun: gloo on cpu, nccl on cuda), "
+        "so every rank's trace holds real collectives",
+    )
 
     mod = sub.add_parser(
         "model",
@@ -188,6 +195,15 @@ def _recording(args: argparse.Namespace, cluster) -> dict:
 
 def _attention(args: argparse.Namespace) -> int:
     impls, explicit = parse_impls(args.impl)
+    joined = args.all_reduce and init_distributed(resolve_device(args.device))
+    try:
+        return _attention_runs(args, impls, explicit)
+    finally:
+        if joined:
+            finish_distributed()
+
+
+def _attention_runs(args: argparse.Namespace, impls: list[str], explicit: bool) -> int:
     cluster = detect_cluster()
     recording = _recording(args, cluster)
     ran = failed = 0
@@ -201,6 +217,7 @@ def _attention(args: argparse.Namespace) -> int:
             causal=args.causal,
             compiled=args.compile,
             seed=args.seed,
+            all_reduce=args.all_reduce,
             **recording,
         )
         note = f"rank {cluster.file_rank} not in --ranks {args.ranks}: ran without recording"

@@ -93,6 +93,39 @@ def _distributed() -> tuple[int, int] | None:
     return dist.get_rank(), dist.get_world_size()
 
 
+def init_distributed(device: str, env: Mapping[str, str] | None = None) -> bool:
+    """Join the job's default process group (gloo on CPU, nccl on CUDA) from the launcher's environment
+    (torchrun's MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE); True when this call created it.
+
+    For recordings whose steps run collectives (``capture attention --all-reduce``): Kineto then writes
+    ``distributedInfo`` and the collectives into every rank's trace.
+    """
+    import torch.distributed as dist
+
+    env = os.environ if env is None else env
+    if not dist.is_available():
+        raise CaptureError("--all-reduce: this torch build has no torch.distributed")
+    if dist.is_initialized():
+        return False
+    missing = [name for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE") if not env.get(name)]
+    if missing:
+        raise CaptureError(
+            f"--all-reduce needs a launcher's process group ({', '.join(missing)} not set): "
+            "run under torchrun, e.g. torchrun --nproc-per-node 2 -m capture attention --all-reduce ..."
+        )
+    dist.init_process_group("nccl" if device == "cuda" else "gloo")
+    return True
+
+
+def finish_distributed() -> None:
+    """Leave the process group ``init_distributed`` joined."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def detect_cluster(env: Mapping[str, str] | None = None) -> ClusterInfo:
     """Return rank, world size, local rank, host and job id of this process.
 

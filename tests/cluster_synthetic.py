@@ -16,6 +16,15 @@ other ranks of the job would have written it:
 
 ``Truth`` holds what the cross-rank queries must find, computed here from what
 was written, never by tracekit.
+
+With ``p2p`` the same kernels become pipeline-parallel point-to-point transfers
+between the pairs of ranks (0, 1), (2, 3), ...: every collective kernel is
+NCCL's ``ncclKernel_SendRecv``, the even rank sending and the odd one receiving.
+``p2p="args"`` records what PyTorch's ``record_param_comms`` does for a send or
+recv (``Collective name`` send/recv, ``Dst Rank``/``Src Rank``); ``p2p="bare"``
+records no communication argument at all (no name, group, peer or ``Seq``), as
+a trace whose only evidence is the kernel name. ``world_size`` writes a job
+larger than the ranks written (ranks missing).
 """
 
 from __future__ import annotations
@@ -27,6 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 _COLLECTIVE = re.compile(r"^nccl(Dev)?Kernel_")
+SENDRECV = "ncclKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
+# What PyTorch records about a communication op (record_param_comms, copied onto the kernel).
+_COMM_ARGS = (
+    "Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype", "In split size", "Out split size",
+    "Process Group Name", "Process Group Description", "Process Group Ranks", "Global rank start",
+    "Global rank stride", "Seq",
+)  # fmt: skip
 
 
 @dataclass
@@ -61,6 +77,8 @@ def make_job(
     modern: bool = False,
     drop_first: dict[int, int] | None = None,
     seq_on: str = "kernel",
+    p2p: str | None = None,
+    world_size: int | None = None,
 ) -> Truth:
     """Write ``ranks`` traces of one job into ``out_dir``; return the truth.
 
@@ -80,13 +98,13 @@ def make_job(
     for rank in range(ranks):
         doc = json.loads(text)  # a fresh copy for this rank (parsing again is faster than a deepcopy)
         dist = doc.setdefault("distributedInfo", {})
-        dist["rank"], dist["world_size"] = rank, ranks
+        dist["rank"], dist["world_size"] = rank, world_size or ranks
         for pg in dist.get("pg_config", []):
             pg["ranks"], pg["pg_size"] = list(range(ranks)), ranks
         if job is not None:
             doc["tracekit_capture"] = {
                 "rank": rank,
-                "world_size": ranks,
+                "world_size": world_size or ranks,
                 "local_rank": rank % 2,
                 "host": f"node{rank // 2}",
                 "job_id": job,
@@ -105,10 +123,18 @@ def make_job(
             args = ev.get("args") or {}
             if "Collective name" in args:
                 args["Process Group Ranks"], args["Group size"] = group, ranks
+                if p2p == "args":  # the even rank of each pair sends to the odd one
+                    args["Collective name"] = "send" if rank % 2 == 0 else "recv"
+                    args["Dst Rank" if rank % 2 == 0 else "Src Rank"] = rank ^ 1
+                elif p2p == "bare":
+                    for key in _COMM_ARGS:
+                        args.pop(key, None)
                 if modern and seq_on == "op" and ev.get("cat") == "cpu_op" and args.get("External id") in seq_of:
                     args["Seq"] = seq_of[args["External id"]]
             kernel = ev.get("cat") == "kernel" and _COLLECTIVE.match(ev.get("name", ""))
             if kernel:
+                if p2p:
+                    ev["name"] = SENDRECV
                 if modern:
                     ev["name"] = _COLLECTIVE.sub("ncclDevKernel_", ev["name"])
                     if seq_on == "kernel":
@@ -137,7 +163,8 @@ def make_job(
         path = out_dir / f"rank{rank}.json.gz"
         # The fastest compression: the tests read each file once or twice.
         path.write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1, mtime=0))
-    truth.wait_caused_ns = (ranks - 1) * sum(truth.delays_ns)
+    # A collective's other ranks all wait for the late one; a transfer's one peer does.
+    truth.wait_caused_ns = (1 if p2p else ranks - 1) * sum(truth.delays_ns)
     return truth
 
 

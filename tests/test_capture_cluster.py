@@ -126,3 +126,67 @@ def test_slurm_ranks_write_different_files(tmp_path, clean_env):
         assert json.loads(gzip.decompress(result.trace.read_bytes()))["tracekit_capture"]["job_id"] == "777"
     assert paths[0] != paths[1]
     assert [p.name[:9] for p in paths] == ["rank00000", "rank00001"]
+
+
+def test_all_reduce_outside_a_launcher_is_one_error(tmp_path, clean_env, capsys):
+    pytest.importorskip("torch")
+    from capture.cli import main
+
+    for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"):
+        clean_env.delenv(name, raising=False)
+    assert main(tiny_attention_args("math", tmp_path, "--all-reduce")) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "Error: --all-reduce needs a launcher's process group (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE not set): "
+        "run under torchrun, e.g. torchrun --nproc-per-node 2 -m capture attention --all-reduce ..."
+    ]
+    assert not any(tmp_path.rglob("*.json.gz"))
+
+
+@pytest.mark.slow  # torchrun starts three Python processes that import torch
+def test_torchrun_on_cpu_writes_one_trace_per_rank_whose_collectives_match(tmp_path):
+    """capture attention --all-reduce under torchrun (2 ranks, gloo): each rank's trace has distributedInfo and
+    its all-reduces, and tracekit matches them across the ranks (on Dask, as a cluster would load them)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("dask.distributed")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import tracekit
+    from tracekit.cli import main as tracekit_main
+
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.is_file():
+        pytest.skip(f"no torchrun beside {sys.executable}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = tiny_attention_args("math", tmp_path / "traces", "--tag", "tr", "--all-reduce", steps=False)
+    run = subprocess.run(
+        [str(torchrun), "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port)]
+        + ["-m", "tracekit.capture", *args, "--warmup", "1", "--steps", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    files = sorted((tmp_path / "traces" / "tr").glob("*.json.gz"))
+    assert [p.name[:9] for p in files] == ["rank00000", "rank00001"]
+    for rank, path in enumerate(files):
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        info = doc["distributedInfo"]
+        assert (info["backend"], info["rank"], info["world_size"]) == ("gloo", rank, 2)
+        names = [e.get("name") for e in doc["traceEvents"]]
+        assert names.count("gloo:all_reduce") == 2  # one per profiled step
+    out = tmp_path / "ds"
+    load = ["load", str(tmp_path / "traces" / "tr"), "-o", str(out), "--parquet", "-q", "--dask", "local:2"]
+    assert tracekit_main(load) == 0
+    with tracekit.load(out) as t:
+        rows = t.query("matched_collectives").to_dicts()
+        offsets = t.rows("SELECT rank, clock_source FROM traces ORDER BY rank")
+    assert [(r["collective"], r["instance"], r["rank"], r["ranks"], r["matched_on"]) for r in rows] == [
+        ("allreduce", i, rank, 2, "order") for i in (0, 1) for rank in (0, 1)
+    ]
+    assert all(sum(r["last_arrival"] for r in rows if r["instance"] == i) == 1 for i in (0, 1))
+    assert offsets == [(0, "reference"), (1, "collective ends")]

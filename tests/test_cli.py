@@ -277,6 +277,8 @@ def test_progress_shows_on_a_terminal_and_stays_quiet_when_piped(monkeypatch):
     assert small.enabled
     small(1, 2, "tiny.json")  # under 32 MB: loads fast, no progress line
     assert sys.stderr.getvalue() == ""
+    small(16_000, 640_000, "rank3.json", files=(4, 64))  # many small files: files done / total and bytes
+    assert "loading   2.5%  4/64 files  0.0/0.6 MB  rank3.json" in sys.stderr.getvalue()
 
 
 def test_first_use_linking_shows_a_status_line_on_a_terminal(tiny, tmp_path, monkeypatch):

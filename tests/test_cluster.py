@@ -58,6 +58,8 @@ def test_matched_collectives_agree_across_ranks(source, tmp_path):
     for members in instances.values():
         assert sorted(m["rank"] for m in members) == [0, 1, 2, 3]
         assert len({m["kernel"] for m in members}) == 1
+        assert {m["matched_on"] for m in members} == {"order"}  # no Seq in this trace (PyTorch 2.3)
+        assert {m["peer"] for m in members} == {None}
         late = [m for m in members if m["last_arrival"]]
         assert [m["rank"] for m in late] == [1]
         # Aligned on the reference clock, every rank ends the collective at the same moment.
@@ -93,6 +95,7 @@ def test_sequence_numbers_match_ranks_whose_windows_start_later(source, tmp_path
         stragglers = t.query("stragglers").to_dicts()
         offsets = dict(t.rows("SELECT rank, clock_offset_ns FROM traces"))
     assert all(r["kernel"].startswith("ncclDevKernel_") for r in rows)
+    assert {r["matched_on"] for r in rows} == {"Seq"} and {s["matched_on"] for s in stragglers} == {"Seq"}
     assert {r["instance"] for r in rows if r["ranks"] == 3} == {0, 1}
     assert all(r["ranks"] == 4 for r in rows if r["instance"] >= 2)
     assert all(r["rank"] == 2 for r in rows if r["last_arrival"])
@@ -101,12 +104,14 @@ def test_sequence_numbers_match_ranks_whose_windows_start_later(source, tmp_path
     assert offsets == {r: OFFSETS[r] for r in range(4)}
 
 
-def test_rank_summary_has_one_row_per_rank(source, tmp_path):
-    truth = make_job(source, tmp_path / "job", ranks=3, offsets_ns=OFFSETS, late_rank=0)
+def test_rank_summary_has_one_row_per_rank_the_worst_first(source, tmp_path):
+    truth = make_job(source, tmp_path / "job", ranks=3, offsets_ns=OFFSETS, late_rank=1)
     with _load(tmp_path / "job") as t:
         rows = t.query("rank_summary").to_dicts()
         single = tracekit.load(source).query("rank_summary").to_dicts()[0]
-    assert [r["rank"] for r in rows] == [0, 1, 2]
+    # The rank the others waited for comes first, then the others (identical copies) by rank.
+    assert [r["rank"] for r in rows] == [1, 0, 2]
+    assert [r["wait_caused_ns"] for r in rows] == [truth.wait_caused_ns, 0, 0]
     assert [r["host"] for r in rows] == ["node0", "node0", "node1"]
     assert all(r["steps"] == 3 for r in rows)
     # The late rank's collective kernels are shorter by its delays; the others match the original rank.
@@ -170,3 +175,89 @@ def test_ranks_recorded_by_the_capture_module_are_read_back(tmp_path, clean_env)
         stragglers = t.query("stragglers").to_dicts()
     assert rows == [(r, "tracekit_capture", 2, r, "31337", socket.gethostname()) for r in (0, 1)]
     assert [(s["rank"], s["collectives"]) for s in stragglers] == [(0, 0), (1, 0)]
+
+
+@pytest.mark.slow  # four ranks; the two-rank SendRecv test below keeps peer matching in every run
+def test_pipeline_sends_and_receives_match_by_peer_and_order(source, tmp_path):
+    # Pairs (0, 1) and (2, 3) exchange send/recv (PyTorch records Dst/Src Rank, no usable Seq); rank 3 is late.
+    truth = make_job(source, tmp_path / "job", ranks=4, offsets_ns=OFFSETS, late_rank=3, p2p="args")
+    with _load(tmp_path / "job") as t:
+        rows = t.query("matched_collectives").to_dicts()
+        stragglers = t.query("stragglers").to_dicts()
+        offsets = dict(t.rows("SELECT rank, clock_offset_ns FROM traces"))
+        notes = t.query("rank_notes").to_dicts()
+    assert len(rows) == 4 * truth.collectives_per_rank == 84
+    assert {r["matched_on"] for r in rows} == {"peer and order"}
+    assert all(r["peer"] == r["rank"] ^ 1 and r["ranks"] == 2 for r in rows)
+    assert {(r["rank"], r["collective"]) for r in rows} == {(0, "send"), (1, "recv"), (2, "send"), (3, "recv")}
+    assert all(r["rank"] == 3 for r in rows if r["last_arrival"] and r["wait_caused_ns"])
+    assert stragglers[0]["rank"] == 3 and stragglers[0]["wait_caused_ns"] == truth.wait_caused_ns
+    assert all(s["collectives"] == 21 and s["matched_on"] == "peer and order" for s in stragglers)
+    # Rank 1 is aligned through its transfers with rank 0; the pair (2, 3) exchanges nothing with them.
+    assert offsets == {0: 0, 1: OFFSETS[1], 2: None, 3: None}
+    clock = [(n["rank"], n["note"]) for n in notes if n["topic"] == "clock"]
+    assert clock == [
+        (r, f"rank {r}'s clock is not aligned (clock_offset_ns NULL, start_ns NULL): none of its 21 communication "
+         "kernels was found on an aligned rank (other process groups, or profiling windows that do not overlap)")
+        for r in (2, 3)
+    ]  # fmt: skip
+
+
+def test_sendrecv_kernels_without_arguments_match_in_a_two_rank_job(source, tmp_path):
+    # Only the kernel name says what the kernels are (no peer, no Seq): in a job of two ranks the peer is the other.
+    truth = make_job(source, tmp_path / "job", ranks=2, offsets_ns=OFFSETS, late_rank=1, p2p="bare")
+    with _load(tmp_path / "job") as t:
+        rows = t.query("matched_collectives").to_dicts()
+        stragglers = t.query("stragglers").to_dicts()
+        offsets = dict(t.rows("SELECT rank, clock_offset_ns FROM traces"))
+        assert t.query("rank_notes").to_dicts() == []
+    assert len(rows) == 42 and {r["collective"] for r in rows} == {"sendrecv"}
+    assert {(r["rank"], r["peer"], r["matched_on"]) for r in rows} == {
+        (0, 1, "peer and order"),
+        (1, 0, "peer and order"),
+    }
+    assert [(s["rank"], s["wait_caused_ns"]) for s in stragglers] == [(1, truth.wait_caused_ns), (0, 0)]
+    assert offsets == {0: 0, 1: OFFSETS[1]}
+
+
+@pytest.mark.slow  # the notes of a real rank alone (below) run every time
+def test_what_could_not_be_matched_is_said_in_notes(source, tmp_path):
+    # Two ranks of a 128-rank job, SendRecv kernels with no peer recorded: nothing can be matched or aligned.
+    make_job(source, tmp_path / "job", ranks=2, offsets_ns=OFFSETS, late_rank=1, p2p="bare", world_size=128)
+    result = CliRunner().invoke(cli, ["query", "stragglers", str(tmp_path / "job"), "-f", "csv", "--no-cache"])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if line.startswith("Note: ")]
+    assert notes == [
+        "Note: job 4242: 2 of world_size 128 ranks present (0, 1): the cross-rank figures cover only these",
+        "Note: rank 1's clock is not aligned (clock_offset_ns NULL, start_ns NULL): its 21 point-to-point kernels "
+        "record no peer to align by (31.975 ms of communication)",
+        'Note: rank 0: 21 point-to-point kernels not matched: no peer recorded (no "Dst Rank"/"Src Rank" or '
+        '"Rank" args, and neither the group nor the job has two ranks) (46.876 ms of communication)',
+        'Note: rank 1: 21 point-to-point kernels not matched: no peer recorded (no "Dst Rank"/"Src Rank" or '
+        '"Rank" args, and neither the group nor the job has two ranks) (31.975 ms of communication)',
+    ]
+    assert result.stdout.splitlines()[0] == "trace,rank,collectives,last_arrivals,wait_caused_ns,matched_on"
+
+
+def test_a_real_rank_alone_and_beside_a_rank_without_communication_is_explained(source, tmp_path):
+    # HTA's rank 0 of 2 (NCCL), alone and beside HTA's rank 1 trace that holds no communication kernel.
+    with tracekit.load(source) as t:
+        alone = [(n["topic"], n["kernels"], n["note"]) for n in t.query("rank_notes").to_dicts()]
+    assert alone == [
+        ("ranks", None, "1 of world_size 2 ranks present (0): the cross-rank figures cover only these"),
+        ("matching", 21, "rank 0: its 21 communication kernels matched nothing: no other rank of the job has "
+         "communication kernels (it is the only trace loaded)"),
+    ]  # fmt: skip
+    folder = tmp_path / "two"
+    folder.mkdir()
+    for rel in ("hta/a100_nccl_rank0.json.gz", "hta/legacy_runtime_kernel_cats.json.gz"):
+        (folder / rel.split("/")[1]).write_bytes((require_shared() / rel).read_bytes())
+    with tracekit.load(folder) as t:
+        notes = [(n["rank"], n["topic"], n["note"]) for n in t.query("rank_notes").to_dicts()]
+        assert t.rows("SELECT rank, clock_offset_ns FROM traces ORDER BY rank") == [(0, 0), (1, None)]
+    assert notes == [
+        (1, "clock", "rank 1's clock is not aligned (clock_offset_ns NULL, start_ns NULL): its trace has no "
+         "communication kernels to align by"),
+        (0, "matching", "rank 0: its 21 communication kernels matched nothing: no other rank of the job has "
+         "communication kernels"),
+    ]  # fmt: skip

@@ -219,8 +219,8 @@ def test_a_dataset_load_caps_each_task_at_the_memory_limit(job, tmp_path, monkey
     connect = duckdb.connect
 
     def recording(database=":memory:", *args, config=None, **kwargs):
-        if str(database).endswith("part.duckdb.tmp"):  # a task's DuckDB (parallel.load_part)
-            seen.append((config or {}).get("memory_limit"))
+        if (config or {}).get("temp_directory"):  # a task's in-memory DuckDB (parallel.load_part, export)
+            seen.append(config.get("memory_limit"))
         return connect(database, *args, config=config or {}, **kwargs)
 
     monkeypatch.setattr(duckdb, "connect", recording)

@@ -138,6 +138,7 @@ def test_only_the_base_queries_skip_linking():
         "findings.dominant_kernel",
         "cluster.matched_collectives",
         "cluster.stragglers",
+        "cluster.rank_notes",
     }
 
 

@@ -255,7 +255,8 @@ def cli(debug, allow_files):
 @click.option(
     "--dask",
     metavar="ADDRESS",
-    help="Run the load tasks on a Dask cluster: tcp://host:8786 (a running scheduler; OUTPUT on a filesystem "
+    help="Run the load tasks on a Dask cluster: tcp://host:8786 or file:SCHEDULER.json (a running scheduler, "
+    "its address or the scheduler file dask-jobqueue/dask-mpi write; inputs and OUTPUT on a filesystem "
     "the workers share) or local:N (a LocalCluster of N worker processes). Needs tracekit-attn[dask].",
 )
 def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, dask):
@@ -308,7 +309,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
                 warn=console.warn,
                 memory_limit=memory_limit,
                 linked=link_now,
-                runner=dataset.dask_runner(dask),
+                runner=dataset.dask_runner(dask, progress=progress, note=None if quiet else console.note),
             )
             trace = api.open(path, allow_files=files_flag())
         else:
@@ -337,7 +338,14 @@ def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, pro
         shutil.rmtree(output)
     with _loading(progress, quiet, lambda: api.open_dataset(output, allow_files=files_flag()), output, False):
         dataset.build(
-            list(paths), output, jobs=jobs, dask=dask, warn=console.warn, progress=progress, memory_limit=memory_limit
+            list(paths),
+            output,
+            jobs=jobs,
+            dask=dask,
+            warn=console.warn,
+            progress=progress,
+            memory_limit=memory_limit,
+            note=None if quiet else console.note,
         )
     if not quiet:
         _load_summary(api.open_dataset(output, allow_files=files_flag()), output, False)
@@ -420,6 +428,8 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache, emit):
             click.echo(f"note: {named.empty}", err=True)
         if "include_orphans" in named.params and not named.bind(bound)["include_orphans"]:
             console.orphan_note(trace.orphans(), "-p include_orphans=true")
+        if named.id.startswith("cluster.") and named.id != "cluster.rank_notes":
+            console.rank_notes(trace.query("rank_notes").to_dicts())  # why ranks matched what they did
 
 
 @cli.command(context_settings=CONTEXT)

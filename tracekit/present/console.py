@@ -35,13 +35,18 @@ class StatusLine:
 
 
 class Progress(StatusLine):
-    """Progress of a load (bytes read); shown only for inputs of 32 MB or more."""
+    """Progress of a load (bytes read; files done when there are several); shown for inputs of 32 MB or more,
+    or of 8 files or more."""
 
-    def __call__(self, done: int, total: int, name: str) -> None:
-        if total >= (32 << 20):
+    MANY_FILES = 8
+
+    def __call__(self, done: int, total: int, name: str, files: tuple[int, int] | None = None) -> None:
+        if total >= (32 << 20) or (files is not None and files[1] >= self.MANY_FILES):
             pct = 100 * done / total if total else 100
             label = Path(name).name if name else "writing the database"
-            self.show(f"loading {pct:5.1f}%  {done / 1e6:,.0f}/{total / 1e6:,.0f} MB  {label}")
+            count = f"{files[0]:,}/{files[1]:,} files  " if files else ""
+            digits = 0 if total >= 10_000_000 else 1
+            self.show(f"loading {pct:5.1f}%  {count}{done / 1e6:,.{digits}f}/{total / 1e6:,.{digits}f} MB  {label}")
 
 
 class Steps(StatusLine):
@@ -59,6 +64,10 @@ def warn(message: str) -> None:
     click.echo(f"Warning: {message}", err=True)
 
 
+def note(message: str) -> None:
+    click.echo(f"Note: {message}", err=True)
+
+
 def orphan_note(orphans: tuple[int, int], how: str) -> None:
     """One line on stderr saying which GPU ops a command left out: ``orphans`` is (count, ns); nothing when none."""
     count, ns = orphans
@@ -67,6 +76,13 @@ def orphan_note(orphans: tuple[int, int], how: str) -> None:
             f"Note: left out {count:,} GPU op(s) launched before the trace ({format_unit(ns, 'ms')}); {how} counts them.",
             err=True,
         )
+
+
+def rank_notes(rows: list[dict]) -> None:
+    """One line on stderr per row of the rank_notes query: what the cross-rank figures could not cover, and why."""
+    for row in rows:
+        spent = f" ({format_unit(row['comm_ns'], 'ms')} of communication)" if row.get("comm_ns") else ""
+        click.echo(f"Note: {row['note']}{spent}", err=True)
 
 
 class Waiting(StatusLine):

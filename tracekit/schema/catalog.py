@@ -725,28 +725,32 @@ orphan BOOLEAN  gpu_ops.orphan: launched before the trace began (the is_orphan m
         "collective_kernels",
         "view",
         "base",
-        "The device side of every collective: GPU kernels that is_collective_kernel says are communication "
-        "(NCCL ncclKernel_*/ncclDevKernel_*, RCCL, ...), with their process group and the instance that "
-        "identifies the same collective on every rank of the group. There from the load on; clock alignment "
-        "and the cluster queries read it.",
+        "The device side of every collective and point-to-point transfer: GPU kernels that is_collective_kernel "
+        "says are communication (NCCL ncclKernel_*/ncclDevKernel_*, RCCL, ...), and on CPU Gloo's gloo:* ranges "
+        "(from the op's enqueue to the collective's completion), with their process group and "
+        "the key and instance that identify the same transfer on every rank taking part. There from the load "
+        "on; clock alignment and the cluster queries read it.",
         _cols("""
-id BIGINT <unique not_null>  events.id (= gpu_ops.id).
+id BIGINT <unique not_null>  events.id (= gpu_ops.id; of a gloo:* range, cpu_slices.id).
 trace_id INTEGER <ref:traces.trace_id>  traces.trace_id.
-name VARCHAR  Kernel name as written.
+name VARCHAR  Kernel (or gloo:* range) name as written.
 pid VARCHAR  pid as written (the device).
 tid VARCHAR  tid as written (the stream).
 ts_ns BIGINT  Start on the GPU, ns (the trace's own clock; see traces.clock_offset_ns).
 dur_ns BIGINT  Duration, ns: on a rank that arrived early it includes the wait for the last rank.
 end_ns BIGINT  End, ns.
-collective VARCHAR  args["Collective name"] of the kernel, else of the record_param_comms op of its External id (which launched it), else the collective the kernel name says (collective_of_kernel).
+collective VARCHAR  args["Collective name"] of the kernel, else of the record_param_comms op of its External id (which launched it), else the collective the name says (gloo:all_reduce -> allreduce; collective_of_kernel).
 pg_name VARCHAR  args["Process Group Name"] of the kernel, else of its record_param_comms op (NULL when neither says).
 pg_desc VARCHAR  args["Process Group Description"] (kernel, else its op).
 pg_ranks VARCHAR  args["Process Group Ranks"] (kernel, else its op).
 group_size INTEGER  args["Group size"] (kernel, else its op).
 seq BIGINT  args.Seq (kernel, else its op): sequence number within the process group (PyTorch 2.4 and later).
 pg VARCHAR  The process group as matched across ranks: pg_name and pg_ranks ("?" for the name when not recorded).
-p2p BOOLEAN  Point-to-point (send, recv, SendRecv kernels): not matched as a collective.
-instance BIGINT  seq, else the order of occurrence of this collective in this group on this trace, from 0.
+p2p BOOLEAN  Point-to-point (send, recv, SendRecv kernels): matched by its two ranks and order, not as a collective.
+peer INTEGER  Of a point-to-point kernel, the other rank (global): args "Dst Rank" of a send or "Src Rank" of a recv, else the group rank "Rank" names in pg_ranks, else the other rank of a two-rank group or a two-rank job; NULL when none says (not matched).
+match_key VARCHAR  What the same transfer is found by on every rank, with pg and instance: the collective, or for point-to-point "p2p 0->1" (send/recv, sender first) or "p2p 0<->1" (SendRecv); NULL for a point-to-point kernel whose peer is not known.
+matched_on VARCHAR  How instance is numbered: Seq (args Seq), order (order of occurrence in the group: assumes the ranks' profiling windows start at the same collective), peer and order (point-to-point: order among the transfers between the two ranks); NULL when not matchable.
+instance BIGINT  seq, else the order of occurrence of this collective in this group on this trace, from 0; point-to-point: the order among this trace's kernels of the same match_key, from 0.
 part BIGINT  Order among kernels of the same instance on this trace (coalesced collectives), from 0.
 """),
     ),

@@ -29,7 +29,7 @@ from tracekit.store import pipeline
 
 # Bump whenever a table or column changes meaning: cached databases with
 # another version are rebuilt, user-built ones are refused with advice.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Inputs up to this many bytes of events build the linked model in the load's transaction
 # (``build``): a fixed cost saved on small traces; larger ones keep its peak memory lower.
@@ -237,10 +237,11 @@ def _memory_cap(input_bytes: int) -> str:
 
 
 def connect_writer(
-    path: Path, limit: str, merge: bool = False, threads: int | None = None
+    path: Path | str, limit: str, merge: bool = False, threads: int | None = None, spill: str | None = None
 ) -> duckdb.DuckDBPyConnection:
     """A connection that writes the database ``path``, capped at ``limit`` (``threads``: DuckDB's
-    threads, default all).
+    threads, default all; ``spill``: the folder DuckDB spills to past the cap, which an in-memory
+    ``path`` needs).
 
     One checkpoint at the end: automatic ones mid-build rewrite the same
     freshly loaded data more than once. Rows written in bulk (events, the
@@ -265,6 +266,8 @@ def connect_writer(
         config["max_vacuum_tasks"] = 0
     if threads:
         config["threads"] = str(threads)
+    if spill:
+        config["temp_directory"] = spill
     return duckdb.connect(str(path), config=config)
 
 

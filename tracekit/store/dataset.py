@@ -22,9 +22,12 @@ it): every query answers with the same rows as over a ``.duckdb`` of the same
 traces. A dataset written without the linked tables is linked on first use,
 in memory.
 
-``--dask ADDRESS`` runs the tasks on a Dask cluster (``tcp://host:8786``, or
-``local:N`` for a ``LocalCluster`` of N worker processes); the output folder
-must be on a filesystem the workers share. Dask is the optional extra
+``--dask ADDRESS`` runs the tasks on a Dask cluster (``tcp://host:8786``, the
+scheduler file of ``dask scheduler --scheduler-file``, dask-jobqueue or dask-mpi
+as ``file:PATH``, or ``local:N`` for a ``LocalCluster`` of N worker processes);
+the inputs and the output folder must be on a filesystem the workers share. A
+task whose worker dies runs again on another; a load that cannot finish writes
+nothing (docs/cluster.md). Dask is the optional extra
 ``tracekit-attn[dask]``.
 """
 
@@ -71,31 +74,31 @@ def load_part_parquet(
 
     Every table of the part is written: the base tables and the linked
     model's, each with the columns and types it has (``columns.json``: Parquet
-    does not keep DuckDB's JSON type), ids as the part numbers them.
+    does not keep DuckDB's JSON type), ids as the part numbers them. The task's
+    DuckDB is in memory (spilling into the staging folder past the cap): its
+    rows are written once, as the partitions.
     """
     staging = Path(out_dir) / STAGING
     final = staging / f"{index:06d}"
     tmp = staging / f"{index:06d}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+
+    def export(con) -> None:
+        # Straight from the task's in-memory database: the rows are written once, as Parquet.
+        tables = parallel.part_tables(con, con.execute("SELECT current_database()").fetchall()[0][0])
+        for table, columns in tables.items():
+            # trace_id is the partition folder's (set at commit), not a column of the files.
+            drop = " EXCLUDE (trace_id)" if any(c == "trace_id" for c, _ in columns) else ""
+            _copy(con, f"SELECT *{drop} FROM {table}", tmp / f"{table}.parquet")
+        (tmp / "columns.json").write_text(json.dumps(tables))
+
     try:
         result = parallel.load_part(
-            index, path, label, from_directory, str(tmp / "part.duckdb"), memory_limit, threads=1, linked=True
+            index, path, label, from_directory, str(tmp / "part"), memory_limit, threads=1, linked=True, export=export
         )
         if result.part is None:
             return result
-        con = duckdb.connect(result.part, read_only=True)
-        try:
-            con.execute("SET enable_progress_bar = false")
-            tables = parallel.part_tables(con, con.execute("SELECT current_database()").fetchall()[0][0])
-            for table, columns in tables.items():
-                # trace_id is the partition folder's (set at commit), not a column of the files.
-                drop = " EXCLUDE (trace_id)" if any(c == "trace_id" for c, _ in columns) else ""
-                _copy(con, f"SELECT *{drop} FROM {table}", tmp / f"{table}.parquet")
-        finally:
-            con.close()
-        (tmp / "columns.json").write_text(json.dumps(tables))
-        os.unlink(result.part)
         shutil.rmtree(final, ignore_errors=True)  # a retried task's earlier, complete attempt
         os.replace(tmp, final)
         return parallel.PartResult(index, path, str(final), loaded_on=result.loaded_on)
@@ -103,30 +106,95 @@ def load_part_parquet(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def dask_runner(address: str, out_dir: Path | None = None) -> parallel.Runner:
-    """A runner of load tasks on the Dask cluster at ``address`` (``tcp://...`` or ``local:N``): with
-    ``out_dir``, ``build``'s tasks (``load_part_parquet``), else ``parallel``'s (``parallel.load_part``)."""
+def _dask_client(address: str):
+    """A Dask client for ``address`` (``local:N``, ``tcp://host:port``, ``file:SCHEDULER.json``) and the
+    LocalCluster it started (None for a running cluster's)."""
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
         raise TracekitError("--dask needs Dask: pip install 'tracekit-attn[dask]' (dask and distributed)") from None
+    if address.startswith("local:"):
+        try:
+            workers = int(address.split(":", 1)[1])
+        except ValueError:
+            raise TracekitError(f"bad --dask address {address!r}: {DASK_ADDRESSES}") from None
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        return Client(cluster), cluster
+    try:
+        if address.startswith("file:"):
+            # The scheduler file that 'dask scheduler --scheduler-file', dask-jobqueue or dask-mpi writes.
+            scheduler_file = Path(address[len("file:") :]).expanduser()
+            if not scheduler_file.is_file():
+                raise TracekitError(f"{scheduler_file}: no such Dask scheduler file (--dask {address})")
+            return Client(scheduler_file=str(scheduler_file)), None
+        if "://" not in address:
+            raise TracekitError(f"bad --dask address {address!r}: {DASK_ADDRESSES}")
+        return Client(address), None
+    except (OSError, TimeoutError) as exc:
+        raise TracekitError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+
+
+DASK_ADDRESSES = "use local:N, tcp://host:port or file:SCHEDULER_FILE"
+
+
+def dashboard(client) -> str | None:
+    """The address of the Dask dashboard the scheduler serves, or None (it serves none)."""
+    try:
+        port = client.scheduler_info()["services"].get("dashboard")
+    except (KeyError, AttributeError, OSError):
+        return None
+    if not port:
+        return None
+    host = client.scheduler.address.split("://", 1)[-1].rsplit(":", 1)[0]
+    return f"http://{host}:{port}/status"
+
+
+def dask_runner(
+    address: str,
+    out_dir: Path | None = None,
+    progress=None,
+    note: Callable[[str], None] | None = None,
+) -> parallel.Runner:
+    """A runner of load tasks on the Dask cluster at ``address`` (``local:N``, ``tcp://host:port`` or
+    ``file:SCHEDULER_FILE``): with ``out_dir``, ``build``'s tasks (``load_part_parquet``), else
+    ``parallel``'s (``parallel.load_part``). ``progress(bytes done, bytes, path, files=(done, total))`` as
+    tasks finish; ``note`` gets the dashboard's address when the scheduler serves one.
+
+    A task whose worker dies is run again on another (Dask reschedules it; a task that kills
+    ``distributed.scheduler.allowed-failures`` workers fails the load). Paths are made absolute: a
+    worker of a running cluster has a working directory of its own.
+    """
 
     def run(tasks: list[tuple]) -> list[parallel.PartResult]:
-        if address.startswith("local:"):
-            try:
-                workers = int(address.split(":", 1)[1])
-            except ValueError:
-                raise TracekitError(f"bad --dask address {address!r}: use local:N or tcp://host:port") from None
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-            client = Client(cluster)
-        else:
-            cluster = None
-            client = Client(address)
+        tasks = [(t[0], os.path.abspath(t[1]), *t[2:4], os.path.abspath(t[4]), *t[5:]) for t in tasks]
+        client, cluster = _dask_client(address)  # first: it says when Dask is missing
+        from dask.distributed import as_completed
+
         try:
+            if note and (link := dashboard(client)):
+                note(f"Dask dashboard: {link}")
             task = load_part_parquet if out_dir is not None else parallel.load_part
-            # One task per file, retried when a worker dies; results are small (paths, errors).
+            # One task per file, retried when it raises; results are small (paths, errors).
             futures = client.map(lambda args: task(*args), tasks, retries=2, pure=False)
-            return client.gather(futures)
+            sizes = {t[1]: os.path.getsize(t[1]) for t in tasks}
+            total = sum(sizes.values())
+            done_bytes = 0
+            results = []
+            try:
+                for future in as_completed(futures):
+                    result = future.result()
+                    results.append(result)
+                    done_bytes += sizes.get(result.path, 0)
+                    if progress:
+                        progress(done_bytes, total, result.path, files=(len(results), len(tasks)))
+            except Exception as exc:  # a task that killed its workers (KilledWorker), a lost scheduler
+                client.cancel(futures)
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise TracekitError(
+                    f"the Dask cluster at {address} could not finish the load ({type(exc).__name__}: {first}); "
+                    "nothing was written"
+                ) from None
+            return results
         finally:
             client.close()
             if cluster is not None:
@@ -143,9 +211,11 @@ def build(
     warn: Callable[[str], None] | None = None,
     progress=None,
     memory_limit: str | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> Path:
     """Write the Parquet dataset of ``paths`` into ``out_dir`` (which must not hold one yet); each
-    task's DuckDB is capped at ``memory_limit`` (default: 2.5x its file, as for a ``.duckdb``)."""
+    task's DuckDB is capped at ``memory_limit`` (default: 2.5x its file, as for a ``.duckdb``).
+    ``note`` gets what a Dask run has to say (its dashboard's address)."""
     out_dir = Path(out_dir)
     if memory_limit:
         memory_limit = sqlsafety.memory_limit(memory_limit, "--memory-limit")  # one error, before any task
@@ -158,12 +228,12 @@ def build(
         (i, str(s.path), label, s.from_directory, str(out_dir), memory_limit)
         for i, (s, label) in enumerate(zip(sources, labels))
     ]
+    sizes = {str(s.path): s.path.stat().st_size for s in sources}
     try:
         if dask:
-            results = dask_runner(dask, out_dir)(tasks)
+            results = dask_runner(dask, out_dir, progress, note)(tasks)
         else:
             workers = min(jobs or parallel.default_jobs(), len(tasks))
-            sizes = {str(s.path): s.path.stat().st_size for s in sources}
             results = parallel.run_local(workers, progress, sizes, task=load_part_parquet)(tasks)
         results = sorted(results, key=lambda r: r.index)
         parts = parallel.loaded_parts(sources, results, warn)

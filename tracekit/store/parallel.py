@@ -22,6 +22,7 @@ import os
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import nullcontext
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -79,9 +80,14 @@ def load_part(
     memory_limit: str | None = None,
     threads: int | None = None,
     linked: bool = False,
+    export: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> PartResult:
     """Load one trace file into the DuckDB file ``part``: its base tables, and with ``linked`` its
     linked model too (every linked table is per trace, so the merge only renumbers it).
+
+    With ``export`` no part is written: the trace is loaded (and linked) in memory, spilling
+    into ``part``'s folder past the cap, and ``export(con)`` writes its rows where they go
+    (``dataset``'s Parquet partitions), so that they are written once.
 
     Runs in a worker process (or a Dask task); errors come back as data, so
     one bad file never takes the others down.
@@ -93,7 +99,10 @@ def load_part(
     try:
         limit = memory_limit or database.auto_memory_limit([source])
         tmp = Path(part).with_name(Path(part).name + ".tmp")
-        con = database.connect_writer(tmp, limit, threads=threads)
+        if export is None:
+            con = database.connect_writer(tmp, limit, threads=threads)
+        else:
+            con = database.connect_writer(":memory:", limit, threads=threads, spill=str(tmp))
         try:
             # No progress bar: a worker's stderr is the terminal of the command that started it.
             con.execute("SET enable_progress_bar = false")
@@ -103,11 +112,22 @@ def load_part(
             # The folder's label: which capture labels are unique only the merge can tell.
             events_table.ingest(con, [source], labels=[label], warn=skipped.append, relabel=False)
             if linked:
-                database.create_views(con)  # the base views and macros the model reads
-                pipeline.build(con)
-            con.execute("CHECKPOINT")
+                # The base views and macros the model reads; no docs (the merge writes them once). A small
+                # file's link commits once, as a one-process build's does (database.build).
+                small = con.execute("SELECT coalesce(sum(events_bytes), 0) FROM traces").fetchall()[0][0]
+                one = small <= database.ONE_TRANSACTION_BYTES
+                with pipeline.transaction(con, commit=database.commit_checkpointed) if one else nullcontext():
+                    database.create_views(con)
+                    pipeline.build(con, comment=False)
+            if export is None:
+                con.execute("CHECKPOINT")
+            else:
+                export(con)
         finally:
             con.close()
+        if export is not None:
+            shutil.rmtree(tmp, ignore_errors=True)  # what DuckDB spilled
+            return PartResult(index, path, part, loaded_on=loaded_on())
         os.replace(tmp, part)
     except NotATraceError as exc:
         if from_directory:
@@ -250,7 +270,7 @@ def run_local(
         if jobs <= 1:
             for args in tasks:
                 if progress:
-                    progress(done, total, args[1])
+                    progress(done, total, args[1], files=(len(results), len(tasks)))
                 results.append(task(*args))
                 done += (sizes or {}).get(args[1], 0)
             return results
@@ -262,7 +282,7 @@ def run_local(
                 results.append(result)
                 done += (sizes or {}).get(result.path, 0)
                 if progress:
-                    progress(done, total, result.path)
+                    progress(done, total, result.path, files=(len(results), len(tasks)))
         return results
 
     return run

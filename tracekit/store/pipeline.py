@@ -86,14 +86,20 @@ MACRO_NAMES: tuple[str, ...] = tuple(sqlmodules.signature(m)[0] for m in MACROS)
 
 
 def build(
-    con: duckdb.DuckDBPyConnection, temp: bool = False, rule_dirs: Sequence = (), steps: Sequence[str] | None = None
+    con: duckdb.DuckDBPyConnection,
+    temp: bool = False,
+    rule_dirs: Sequence = (),
+    steps: Sequence[str] | None = None,
+    comment: bool = True,
 ) -> None:
     """Build the linked model over the base tables of ``con``.
 
     ``temp=True`` creates TEMP tables and views of this connection only (a
     database that cannot be written, or other rules for one session);
     ``rule_dirs`` are user rule folders read before the shipped rules;
-    ``steps`` runs only the named steps (default: all). A complete build
+    ``steps`` runs only the named steps (default: all); ``comment=False``
+    leaves out the tables' docs (a load task's part: the merge's ``adopt``
+    writes them once, a Parquet partition keeps none). A complete build
     into the database is recorded in ``tracekit_info``.
     """
     wanted = tuple(s.name for s in STEPS) if steps is None else tuple(steps)
@@ -107,7 +113,7 @@ def build(
                 _run(con, ctx, step)
     finally:
         sqlmodules.drop_private(con)
-    if not temp:  # the docs of the tables built, in the database (TEMP objects take no comments)
+    if comment and not temp:  # the docs of the tables built, in the database (TEMP objects take no comments)
         with transaction(con):
             con.execute(catalog.comments(n for s in STEPS if s.name in wanted for n in s.creates))
     if steps is None and not temp:
