@@ -94,8 +94,9 @@ def step_names(engine: str, step: ServingStep) -> list[str]:
 def _model(torch: Any, hidden: int = 32, heads: int = 2, layers: int = 1, vocab: int = 64):
     nn = torch.nn
     F = torch.nn.functional
+    Module: Any = nn.Module  # (torch is imported when a recording starts: mypy sees no class here)
 
-    class LlamaAttention(nn.Module):
+    class LlamaAttention(Module):
         def __init__(self) -> None:
             super().__init__()
             self.qkv_proj = nn.Linear(hidden, 3 * hidden, bias=False)
@@ -107,7 +108,7 @@ def _model(torch: Any, hidden: int = 32, heads: int = 2, layers: int = 1, vocab:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             return self.o_proj(out.transpose(0, 1).reshape(t, hidden))
 
-    class LlamaDecoderLayer(nn.Module):
+    class LlamaDecoderLayer(Module):
         def __init__(self) -> None:
             super().__init__()
             self.self_attn = LlamaAttention()
@@ -117,7 +118,7 @@ def _model(torch: Any, hidden: int = 32, heads: int = 2, layers: int = 1, vocab:
             x = x + self.self_attn(x)
             return x + self.mlp(x)
 
-    class FlashLlamaForCausalLM(nn.Module):
+    class FlashLlamaForCausalLM(Module):
         def __init__(self) -> None:
             super().__init__()
             self.embed_tokens = nn.Embedding(vocab, hidden)

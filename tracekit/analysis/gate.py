@@ -42,6 +42,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from tracekit.errors import TracekitError
 from tracekit.present.values import format_unit
@@ -151,9 +152,9 @@ def samples(side, metric: str) -> Samples:
         if rows:
             totals = {step(r): float(r["step_gpu_ns"]) for r in rows}
             stage_ns = dict(zip(totals, _grouped(rows, step, head), strict=True))
-            shares = [100.0 * stage_ns[k] / t for k, t in totals.items() if t]
-            if shares:
-                return Samples(shares, "pct", "steps", "step_stages")
+            step_shares = [100.0 * stage_ns[k] / t for k, t in totals.items() if t]
+            if step_shares:
+                return Samples(step_shares, "pct", "steps", "step_stages")
         shares: dict[str, float] = {}
         for r in _rows(side, "stage_breakdown"):
             shares.setdefault(r["trace"], 0.0)
@@ -394,7 +395,7 @@ class GateResult:
             return None if isinstance(value, float) and not math.isfinite(value) else value
 
         rules = [{k: plain(v) for k, v in asdict(verdict).items()} for verdict in self.verdicts]
-        out = {
+        out: dict[str, Any] = {
             "verdict": "fail" if self.failed else "pass",
             "exit_code": self.exit_code,
             "a": self.a,

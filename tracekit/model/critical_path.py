@@ -61,7 +61,7 @@ def _solve(from_nodes, to_nodes, weights):
     import pyarrow as pa
 
     src_rows, dst_rows, w_rows = (col.to_pylist() for col in (from_nodes, to_nodes, weights))
-    out = []
+    out: list[list[int] | None] = []
     for src, dst, w in zip(src_rows, dst_rows, w_rows, strict=True):
         if src is None or dst is None or w is None:
             out.append(None)
@@ -74,7 +74,8 @@ def _solve(from_nodes, to_nodes, weights):
 def register(con: duckdb.DuckDBPyConnection) -> None:
     """Give ``con`` the function ``critical_path_solve`` (once per connection)."""
     try:
-        con.create_function(
+        # (duckdb's stubs want the UDF type as an enum it does not export: "arrow" is its string form)
+        con.create_function(  # type: ignore[call-overload]
             FUNCTION, _solve, ["BIGINT[]", "BIGINT[]", "BIGINT[]"], "BIGINT[]", type="arrow", side_effects=False
         )
     except duckdb.Error as exc:

@@ -266,7 +266,7 @@ def run_local(
     def run(tasks: list[tuple]) -> list[PartResult]:
         total = sum((sizes or {}).values())
         done = 0
-        results = []
+        results: list[PartResult] = []
         if jobs <= 1:
             for args in tasks:
                 if progress:
