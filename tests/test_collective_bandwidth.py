@@ -94,6 +94,21 @@ def test_slow_collectives_against_the_link_peak_and_the_size_bucket(load_shared)
     assert load_shared(NCCL).query("slow_collectives", large_bytes=2**62).to_dicts() == []
 
 
+def test_the_finding_fires_on_slow_collectives_and_not_on_a_trace_without_any(load_shared):
+    """The report's finding (findings.collective_bandwidth_low) is slow_collectives' rows: on the NCCL trace its
+    three large all-reduces, their summed loss in the message; on a one-GPU trace with no collective, silent."""
+    from tracekit.analysis import findings
+
+    trace = load_shared(NCCL)
+    slow = trace.query("slow_collectives").to_dicts()
+    (hit,) = [f for f in findings.run(trace) if f.query == "findings.collective_bandwidth_low"]
+    lost = sum(r["lost_ns"] for r in slow)
+    assert len(slow) == 3 and f"{len(slow)} collective size(s)" in hit.message
+    assert f"{lost / 1e6:,.3f} ms lost" in hit.message and "allreduce" in hit.message
+    quiet = load_shared("tracelens/h100_bert-small_sdpa-flash.json.gz")
+    assert not [f for f in findings.run(quiet) if f.query == "findings.collective_bandwidth_low"]
+
+
 @pytest.mark.slow
 def test_bus_factors_and_sizes_from_the_launching_op(shared_dir, inputs):
     """The NCCL trace rewritten by construction: groups of 4, the broadcasts turned into all-gathers whose
