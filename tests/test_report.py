@@ -402,6 +402,7 @@ def test_every_finding_has_a_query_and_a_row():
         "launch_bound",
         "dominant_kernel",
         "attention_missed",
+        "collective_bandwidth_low",
     }
     for r in rules:
         assert r.severity in findings.SEVERITIES and r.title and not r.title.endswith(".")
