@@ -237,3 +237,67 @@ def test_table_output_writes_rows_before_reading_the_rest():
     shown = out.getvalue().splitlines()
     assert shown[0].split()[-1] == "gpu_µs" and shown[-2].split()[-1] == "6,999.0"
     assert out.getvalue().splitlines()[-1] == "(7,000 rows)"
+
+
+def test_names_are_the_last_to_shrink_on_a_real_trace_at_100_columns(shared_dir, monkeypatch):
+    """mi300_falconsai_vit_sdpa_modules (shared, real MI300X ViT): at 100 columns the old table cut the
+    trace to 16 characters (mi300_fa…modules) and the module to nn.Modul…ntion_0 while it kept gpu_by_label,
+    all zero."""
+    monkeypatch.setenv("COLUMNS", "100")
+    trace = str(shared_dir / "tracelens" / "mi300_falconsai_vit_sdpa_modules.json.gz")
+    out = CliRunner().invoke(cli, ["stages", trace, "--calls", "3"])
+    assert out.exit_code == 0, out.output
+    text = out.stdout
+    assert max(map(len, text.splitlines())) <= 100
+    stages, calls = text.split("\n\n")
+    header = stages.splitlines()[1].split()
+    assert header[:2] == ["trace", "stage"] and "gpu_by_label" not in header  # all zero: the first to go
+    assert "mi300_falconsai_vit_sdpa_modules  fused_attention" in stages  # the trace's name whole
+    assert "gpu_by_label" in stages.splitlines()[-1]  # and named as left out
+    # The calls: the module whole, the trace shortened no further than MIN_NAME, derived figures gone first.
+    assert "nn.Module: ViTSdpaAttention_0" in calls
+    trace_cell = calls.splitlines()[3].split()[0]
+    assert len(trace_cell) >= humanize.MIN_NAME and trace_cell.startswith("mi300_falcon")
+    assert "tflops_per_s" in calls.splitlines()[-1]
+    # One unit per column family: gpu and cpu durations side by side share theirs.
+    wide = CliRunner().invoke(cli, ["stages", trace, "--calls", "3", "--wide"]).stdout.split("\n\n")[0]
+    units = {h.split("_")[-1] for h in wide.splitlines()[1].split() if h in ("gpu_µs", "gpu_ms", "cpu_µs", "cpu_ms")}
+    assert len(units) == 1
+
+
+def test_columns_is_honoured_when_stdout_is_not_a_terminal(monkeypatch):
+    import io
+
+    from tracekit.cli import table_style
+
+    for columns, width in (("60", 60), ("160", 160), ("", humanize.DEFAULT_WIDTH), ("wide", humanize.DEFAULT_WIDTH)):
+        monkeypatch.setenv("COLUMNS", columns)
+        assert humanize.terminal_width(io.StringIO()) == width
+    monkeypatch.setenv("COLUMNS", "60")
+    assert table_style(False, 40)["width"] == 60  # CliRunner's stdout is no terminal
+    t = pa.table({"name": [f"kernel_{'x' * 90}_{i}" for i in range(3)], "gpu_ns": [1, 2, 3]})
+    assert max(map(len, lines(humanize.table_text(t, width=60)))) <= 60
+
+
+def test_prose_wraps_at_words_with_a_hanging_indent_and_keeps_units_and_commands_whole():
+    text = "The GPU is idle 76.2 % of the span (503.051 ms of 660.551 ms); see tracekit query x /a/very/long/path"
+    lines_ = humanize.prose(text, 30, " 1. ", "    ")
+    assert lines_[0].startswith(" 1. The GPU") and all(line.startswith("    ") for line in lines_[1:])
+    assert " ".join(line.strip() for line in lines_).replace("1. ", "", 1) == text
+    assert not [line for line in lines_ if line.rstrip().endswith(("76.2", "503.051", "660.551"))]
+
+
+@pytest.mark.slow
+def test_report_prose_fits_and_rows_hints_stay_one_line(tmp_path, monkeypatch):
+    """The report's findings wrap at 100 columns; each ``rows:`` hint is one line a user can paste."""
+    monkeypatch.setenv("COLUMNS", "100")
+    deep = tmp_path / ("a_long_folder_name_" * 4)
+    deep.mkdir()
+    trace = deep / "naive.json.gz"
+    trace.write_bytes((SAMPLES / "naive.json.gz").read_bytes())
+    out = CliRunner().invoke(cli, ["report", str(trace), "--all-findings"])
+    assert out.exit_code == 0, out.output
+    hints = [line for line in out.stdout.splitlines() if line.lstrip().startswith("rows: ")]
+    assert hints and all(line.endswith(str(trace)) for line in hints)
+    prose_lines = [line for line in out.stdout.splitlines() if line not in hints]
+    assert max(map(len, prose_lines)) <= 100

@@ -85,11 +85,8 @@ def table_options(fn):
 
 
 def table_style(wide: bool, rows: int) -> dict:
-    """The table format's style: the terminal's width (100 when not a terminal), unless --wide."""
-    import shutil
-
-    width = shutil.get_terminal_size((humanize.DEFAULT_WIDTH, 24)).columns if sys.stdout.isatty() else 0
-    return {"wide": wide, "rows": rows, "width": width or humanize.DEFAULT_WIDTH}
+    """The table format's style: the terminal's width ($COLUMNS when not a terminal, else 100), unless --wide."""
+    return {"wide": wide, "rows": rows, "width": humanize.terminal_width(sys.stdout)}
 
 
 def files_flag() -> bool | None:
@@ -538,7 +535,7 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, rule_dirs, no
             if not quiet:
                 click.echo(f"wrote {path}", err=True)
     if not to_stdout and (not quiet or not (html_path or json_path)):
-        built.print(Console(highlight=False), html_hint=html_path is None)
+        built.print(Console(highlight=False, width=humanize.terminal_width(sys.stdout)), html_hint=html_path is None)
 
 
 @cli.command("diff", context_settings=CONTEXT)

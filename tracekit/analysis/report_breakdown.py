@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
+from tracekit.present import humanize
 from tracekit.present.values import format_unit as fmt
 
 if TYPE_CHECKING:
@@ -42,16 +43,25 @@ def terminal(report: Report, console) -> None:
     from rich.text import Text
 
     console.print(Text("Where the GPU's time goes (gpu_breakdown, op_summary, module_summary)", style="bold"))
+    width = max(40, console.width)
+
+    def wrapped(text: str, bold: int = 0) -> None:
+        for k, part in enumerate(humanize.prose(text, width, text[: len(text) - len(text.lstrip())], "      ")):
+            shown = Text(part)
+            if k == 0 and bold:
+                shown.stylize("bold", 0, bold)
+            console.print(shown, soft_wrap=True)
+
     for trace in report.traces:
-        console.print(Text(f"  {trace.label}: ", style="bold") + Text(line(trace)))
+        wrapped(f"  {trace.label}: {line(trace)}", bold=len(trace.label) + 3)
         if trace.top_ops:
             # With its category, as the HTML list has it: op_summary's rows are (op, category), and a
             # graph replay's kernels, which have no op, would read "(no CPU op)" once per category.
             ops = ", ".join(f"{r['op']} ({r['category']}) {fmt(r['share_pct'], 'pct')}" for r in trace.top_ops)
-            console.print(Text(f"    top ops: {ops}"))
+            wrapped(f"    top ops: {ops}")
         if trace.top_modules:
             modules = ", ".join(f"{r['module']} {fmt(r['share_pct'], 'pct')}" for r in trace.top_modules)
-            console.print(Text(f"    top modules: {modules}"))
+            wrapped(f"    top modules: {modules}")
 
 
 def html(report: Report) -> list[str]:

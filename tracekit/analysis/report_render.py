@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 import shlex
-import textwrap
 from html import escape
 from typing import TYPE_CHECKING
 
 from tracekit.analysis import findings, report_breakdown
-from tracekit.present import plots
+from tracekit.present import humanize, plots
 from tracekit.present.values import cell
 from tracekit.present.values import format_unit as fmt
 
@@ -91,16 +90,19 @@ def print_report(report: Report, console=None, html_hint: bool = True) -> None:
     console.print(Text("What stands out", style="bold"))
     if not pairs:
         console.print("  nothing")
+    width = max(40, console.width)
     for i, (t, f) in enumerate(pairs, 1):
-        line = Text(f"{i:2}. ")
-        line.append(f"[{f.severity}] ", style=SEVERITY_STYLE.get(f.severity, ""))
-        line.append(f"{t.label}: {f.title}.", style="bold")
-        if _explains(f):
-            line.append(f" ({_explains(f)})", style="dim")
-        console.print(line)
-        for part in textwrap.wrap(f.message, width=max(20, console.width - 4)):
-            console.print(Text("    " + part))
-        console.print(Text(f"    rows: {_hint(t, f.query)}", style="dim"))
+        head = f"[{f.severity}] {t.label}: {f.title}." + (f" ({_explains(f)})" if _explains(f) else "")
+        for k, part in enumerate(humanize.prose(head, width, f"{i:2}. ", "    ")):
+            line = Text(part)
+            if k == 0:  # the severity in its colour, the title in bold
+                line.stylize(SEVERITY_STYLE.get(f.severity, ""), 4, 6 + len(f.severity))
+                line.stylize("bold", 7 + len(f.severity))
+            console.print(line, soft_wrap=True)
+        for part in humanize.prose(f.message, width, "    ", "    "):
+            console.print(Text(part), soft_wrap=True)
+        # One line, never wrapped: it is copied and pasted (a terminal folds it only on screen).
+        console.print(Text(f"    rows: {_hint(t, f.query)}", style="dim"), soft_wrap=True)
     if report.comparison:
         _print_comparison(report, console, Table, box, Text)
     if html_hint:

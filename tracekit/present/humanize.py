@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 DEFAULT_WIDTH = 100
 DEFAULT_ROWS = 40
 MIN_TEXT = 16  # a text column is never cut below this many characters (stage names stay whole)
-MIN_NAME = 28  # a name column keeps this many before any other column is dropped
+MIN_NAME = 24  # a name column keeps this many before any other column is dropped
 SAMPLE_ROWS = 2_000  # rows the widths and units are fitted on; the rest stream through
 GAP = "  "
 RULE = "─"
@@ -49,6 +49,34 @@ RULE = "─"
 def preload() -> None:
     """Kept for callers that warmed the table's drawing code: the table is drawn here now, so there is
     nothing to import ahead."""
+
+
+_UNIT_GAP = re.compile(r"(?<=\d) (?=(?:%|ns|µs|ms|s|x|GB|MB|KB)(?:\W|$))")
+
+
+def prose(text: str, width: int, first: str = "", rest: str = "    ") -> list[str]:
+    """``text`` wrapped at word boundaries to ``width`` with a hanging indent: ``first`` before its first
+    line, ``rest`` before the others. A number keeps its unit (``23.9 %``) and a word longer than a line
+    (a path, a kernel name) stays whole."""
+    import textwrap
+
+    glued = _UNIT_GAP.sub("\0", text.strip())
+    lines = textwrap.wrap(
+        glued, width=width, initial_indent=first, subsequent_indent=rest, break_long_words=False, break_on_hyphens=False
+    )
+    return [line.replace("\0", " ") for line in lines] or [first.rstrip()]
+
+
+def terminal_width(stream=None) -> int:
+    """Columns a table fits: the terminal's width; into a pipe or file, ``$COLUMNS`` when it is a number
+    (a caller sizing the output), else ``DEFAULT_WIDTH``."""
+    import os
+    import shutil
+
+    if stream is not None and getattr(stream, "isatty", lambda: False)():
+        return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns or DEFAULT_WIDTH
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) >= 20 else DEFAULT_WIDTH
 
 
 _NS_COLUMN = re.compile(r"(^|_)ns($|_)")
@@ -302,6 +330,9 @@ def fit(sample: pa.Table, width: int | None, wide: bool = False) -> Layout:
     shrink(name_cols + other_text, MIN_TEXT)
     while total() > width and len(shown) > 1:  # the names themselves, from the right
         shown.pop()
+    for group in (name_cols, other_text):  # room a dropped column left: back to the names first
+        for i in sorted((i for i in group if i in shown), key=lambda i: natural[i] - widths[i]):
+            widths[i] = min(natural[i], widths[i] + max(0, width - total()))
     layout.hidden = [cols[i].header for i in range(len(cols)) if i not in shown]
     for i in shown:
         if not cols[i].numeric and widths[i] < natural[i]:
