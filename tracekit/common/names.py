@@ -217,10 +217,13 @@ def shorten(text: str, width: int, at: int | None = None, form: str | None = Non
         text = form
     else:
         if at is None:
-            fitting = next((f for f in _forms(_MODULE.sub("", text)) if len(f) <= width), None)
+            forms = list(_forms(_MODULE.sub("", text)))
+            fitting = next((f for f in forms if len(f) <= width), None)
             if fitting is not None:
                 return fitting
-        text = base(text)
+            text = forms[-1]  # even the most compact form is too long: cut that one
+        else:
+            text = base(text)
     if len(text) <= width:
         return text
     if width == 1:

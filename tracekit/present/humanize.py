@@ -223,12 +223,12 @@ def is_name(col: Column) -> bool:
 
 def _priority(col: Column, texts: list[str], values: list) -> int:
     """Which columns go first when a table is too wide: lowest first (0: a mostly-zero ``*_by_*``
-    column, 1: provenance, 2: derived, 3: op counts, 4: the rest, 5: what a comparison is about)."""
+    column, 1: provenance (the other ``*_by_*`` columns too), 2: derived, 3: op counts, 4: the rest,
+    5: what a comparison is about)."""
     name = col.name
-    if "_by_" in name and col.numeric:
+    if "_by_" in name and col.numeric:  # how a figure was decided (gpu_by_label, gpu_by_kernel): provenance
         zero = sum(1 for v in values if not v)
-        if values and zero >= 0.8 * len(values):
-            return 0
+        return 0 if zero >= 0.8 * len(values) else 1
     if name in _PROVENANCE or _PROVENANCE_RE.search(name):
         return 1
     if _DERIVED_RE.search(name):
