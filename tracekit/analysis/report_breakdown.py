@@ -12,6 +12,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from tracekit.present import humanize
+from tracekit.present.values import format_ns_as
 from tracekit.present.values import format_unit as fmt
 
 if TYPE_CHECKING:
@@ -20,6 +21,14 @@ if TYPE_CHECKING:
 # The categories that add up to the span, then the totals they come from.
 PARTS = ("computation", "exposed_communication", "exposed_memcpy", "idle")
 TOTALS = ("communication", "memcpy", "busy", "total")
+
+
+MANY_TRACES = 4  # past this many trace columns a table fits the page: fixed layout, cells wrap
+
+
+def table_class(name: str, traces: int) -> str:
+    """The class of a table with one column per trace: ``many`` past ``MANY_TRACES`` (it wraps to fit)."""
+    return f"{name} many" if traces > MANY_TRACES else name
 
 
 def _times(trace: TraceReport) -> dict[str, tuple[int, float | None]]:
@@ -71,15 +80,18 @@ def html(report: Report) -> list[str]:
         '<p class="muted">gpu_breakdown: computation + exposed communication + exposed memcpy + idle = the '
         "span from the first GPU op to the last; communication and memcpy are totals, overlap included.</p>",
         # Scrolls inside its box like the headline table: many traces with long labels stay on the page.
-        '<div class="scroll"><table class="breakdown"><thead><tr><th>category</th>'
+        f'<div class="scroll"><table class="{table_class("breakdown", len(report.traces))}"><thead><tr><th>category</th>'
         + "".join(f"<th>{escape(trace.label)}</th>" for trace in report.traces)
         + "</tr></thead><tbody>",
     ]
     for category in PARTS + TOTALS:
         cells = []
         for trace in report.traces:
-            ns, pct = _times(trace).get(category, (None, None))
-            cells.append(f'<td class="num">{escape(fmt(ns, "ns"))} ({escape(fmt(pct, "pct"))})</td>')
+            times = _times(trace)
+            ns, pct = times.get(category, (None, None))
+            shown = format_ns_as(ns, times.get("total", (None, None))[0])  # one unit per trace's column
+            glued = (escape(shown).replace(" ", "&nbsp;"), escape(fmt(pct, "pct")).replace(" ", "&nbsp;"))
+            cells.append(f'<td class="num">{glued[0]} ({glued[1]})</td>')  # a narrow cell wraps before "("
         out.append(f"<tr><th>{escape(category.replace('_', ' '))}</th>{''.join(cells)}</tr>")
     out.append("</tbody></table></div>")
     for trace in report.traces:

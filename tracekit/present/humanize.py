@@ -144,6 +144,11 @@ class Column:
         return str(plain(value))
 
 
+def is_timestamp(name: str) -> bool:
+    """A point in time (``ts_ns``, ``start_ns``, ``end_ns``: epoch-scale ns), not a duration."""
+    return bool(_TIMESTAMP.search(name))
+
+
 def _family(name: str) -> str:
     head, _, rest = name.partition("_")
     return rest if rest and head in _FAMILY_HEADS else name
