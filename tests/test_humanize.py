@@ -20,13 +20,11 @@ def lines(text):
     return text.rstrip("\n").splitlines()
 
 
-def test_durations_get_one_unit_per_column_family_named_in_the_header():
+def test_durations_get_one_unit_per_table_named_in_the_header():
     t = pa.table(
         {
             "gpu_ns": [146_816, 7_239_000],
-            "cpu_ns": [12_000_000, 1_000],  # gpu_ns' family: one unit for both (ms, from the larger)
-            "kernel_ns": [146_816, 7_239_000],  # a family of its own
-            "step_span_ns": [12_000_000_000, 5],
+            "cpu_ns": [12_000_000, 1_000],  # no gpu_µs beside cpu_ms: one unit for every duration
             "delta_ns_per_call": [-405_760, 0],
             "share_pct": [38.9091, 0.0],
             "ratio": [0.5087, None],
@@ -39,20 +37,23 @@ def test_durations_get_one_unit_per_column_family_named_in_the_header():
     assert out[0].split() == [
         "gpu_ms",
         "cpu_ms",
-        "kernel_µs",
-        "step_span_s",
-        "delta_µs_per_call",
+        "delta_ms_per_call",
         "share_pct",
         "ratio",
         "trace_id",
         "count",
         "ts_ns",
     ]
-    assert out[2].split() == ["0.147", "12.000", "146.8", "12.000", "-405.8", "38.9", "0.51x", "12345", "1,234,567"] + [
-        "2413668742269099"
-    ]
-    assert out[3].split() == ["7.239", "0.001", "7,239.0", "0.000", "0.0", "0.0", "2", "1", "1"]
+    assert out[2].split() == ["0.147", "12.000", "-0.406", "38.9", "0.51x", "12345", "1,234,567", "2413668742269099"]
+    assert out[3].split() == ["7.239", "0.001", "0.000", "0.0", "2", "1", "1"]
     assert out[-1] == "(2 rows)"
+
+
+def test_one_outlier_does_not_round_the_other_durations_to_zero():
+    t = pa.table({"gpu_ns": [100_000 + i for i in range(19)] + [20_000_000_000], "cpu_ns": [50_000] * 20})
+    out = lines(humanize.table_text(t, rows=0))
+    assert out[0].split() == ["gpu_µs", "cpu_µs"]
+    assert out[2].split() == ["100.0", "50.0"] and out[-2].split() == ["20,000,000.0", "50.0"]
 
 
 def test_sizes_get_a_unit_too():

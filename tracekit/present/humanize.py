@@ -1,9 +1,9 @@
 """Rows for people: the ``table`` format of every command (and the HTML evidence tables).
 
 A column's unit comes from its name: ``*_ns`` (or ``_ns_`` inside: ``delta_ns_per_call``)
-is a duration in nanoseconds, shown in µs, ms or s (one unit per column family, chosen from
-its largest value, and written into the header: ``gpu_ns`` -> ``gpu_µs``; ``gpu_ns`` and
-``cpu_ns`` are one family and share a unit); ``*_pct`` is a percentage; ``*_bytes`` a size
+is a duration in nanoseconds, shown in µs, ms or s, one unit for every duration column of a
+table (no ``gpu_µs`` beside ``cpu_ms``), chosen from the durations' 90th percentile so that one
+outlier does not round the rest to zero, and written into the header: ``gpu_ns`` -> ``gpu_µs``; ``*_pct`` is a percentage; ``*_bytes`` a size
 (KB, MB or GB, named in the header); ``ratio`` a factor (``0.51x``); other numbers get
 thousands separators (ids do not). Mangled kernel names are demangled.
 
@@ -84,10 +84,6 @@ _ID_COLUMN = re.compile(r"(^|_)(id|ids|pid|tid|correlation|rank|step|order|versi
 _BYTES_COLUMN = re.compile(r"(^|_)(bytes)($|_)")
 _BYTE_UNITS = (("B", 1, 1e4), ("KB", 1e3, 1e7), ("MB", 1e6, 1e10), ("GB", 1e9, math.inf))
 _TIMESTAMP = re.compile(r"(^|_)(ts|end|start)_ns$")
-# The first word of a duration column that names whose time it is: gpu_ns and cpu_ns, a_ns and b_ns are one
-# family and share one unit.
-_FAMILY_HEADS = {"gpu", "cpu", "a", "b", "delta", "host", "device", "busy", "idle", "span", "wall", "total"}
-
 # What identifies a row: the last columns to shrink, never dropped while another column can go.
 _NAME_COLUMNS = {"trace", "module", "op", "kernel", "name", "stage", "region", "label", "impl", "module_class"}
 _NAME_SUFFIXES = ("_name", "_label", "_module", "_kernel", "_op", "_trace")
@@ -149,18 +145,13 @@ def is_timestamp(name: str) -> bool:
     return bool(_TIMESTAMP.search(name))
 
 
-def _family(name: str) -> str:
-    head, _, rest = name.partition("_")
-    return rest if rest and head in _FAMILY_HEADS else name
-
-
 def _largest(values: Iterable) -> float:
     return max((abs(float(v)) for v in values if v is not None), default=0.0)
 
 
 def column(name: str, arrow_type, values: list, largest_ns: float | None = None) -> Column:
     """The display rule for column ``name`` of ``arrow_type`` holding ``values``; ``largest_ns``: the
-    largest duration of its family (default: of ``values``)."""
+    duration that picks the unit (default: the largest of ``values``)."""
     import pyarrow as pa
 
     numeric = pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type)
@@ -191,17 +182,18 @@ def column(name: str, arrow_type, values: list, largest_ns: float | None = None)
 
 
 def columns(table: pa.Table) -> list[Column]:
-    """The display rule of each column; the duration columns of one family share one unit."""
+    """The display rule of each column; the duration columns share one unit (``time_scale``)."""
     data = {i: table.column(i).to_pylist() for i in range(table.num_columns)}
-    families: dict[str, float] = {}
-    for i, f in enumerate(table.schema):
-        if _NS_COLUMN.search(f.name) and not _TIMESTAMP.search(f.name):
-            key = _family(f.name)
-            families[key] = max(families.get(key, 0.0), _largest(v for v in data[i] if not isinstance(v, str)))
-    return [
-        column(f.name, f.type, data[i], families.get(_family(f.name)) if _NS_COLUMN.search(f.name) else None)
-        for i, f in enumerate(table.schema)
-    ]
+    durations = [i for i, f in enumerate(table.schema) if _NS_COLUMN.search(f.name) and not _TIMESTAMP.search(f.name)]
+    typical = time_scale([v for i in durations for v in data[i]])
+    return [column(f.name, f.type, data[i], typical if i in durations else None) for i, f in enumerate(table.schema)]
+
+
+def time_scale(values: list) -> float:
+    """The duration that picks a table's time unit: the 90th percentile of its durations' sizes."""
+    sizes = sorted(abs(float(v)) for v in values if isinstance(v, (int, float, decimal.Decimal)) and v is not None)
+    sizes = [v for v in sizes if math.isfinite(v)]
+    return sizes[min(len(sizes) - 1, int(0.9 * len(sizes)))] if sizes else 0.0
 
 
 def cells(table: pa.Table) -> tuple[list[Column], list[list[str]]]:
