@@ -302,3 +302,26 @@ def test_report_prose_fits_and_rows_hints_stay_one_line(tmp_path, monkeypatch):
     assert hints and all(line.endswith(str(trace)) for line in hints)
     prose_lines = [line for line in out.stdout.splitlines() if line not in hints]
     assert max(map(len, prose_lines)) <= 100
+
+
+@pytest.mark.slow  # the samples' diff --by kernel above is the every-run representative
+def test_diff_by_kernel_across_vendors_is_readable_at_100_columns(shared_dir, monkeypatch):
+    """h100 vs mi300 BERT (shared, real): the old table showed at::n…e::(anonymo…}>(…) and --wide 3,246-character
+    lines; each name now shows what it is (its function, then the template arguments that tell it apart)."""
+    monkeypatch.setenv("COLUMNS", "100")
+    bert = shared_dir / "tracelens"
+    res = CliRunner().invoke(
+        cli,
+        ["diff", str(bert / "h100_bert-small_sdpa-flash.json.gz"), str(bert / "mi300_bert-small_sdpa-flash.json.gz")]
+        + ["--by", "kernel"],
+    )
+    assert res.exit_code == 0, res.output
+    out = lines(res.stdout)
+    assert max(map(len, out)) <= 100
+    assert out[0].split()[-3:] == ["delta_µs", "delta_pct", "ratio"]
+    at = out[0].index("change")
+    shown = [line[:at].strip() for line in out[2:] if not line.startswith("(")]
+    assert len(set(shown)) == len(shown) == 21
+    assert "pytorch_flash::flash_fwd_kernel<…>" in shown and "attn_fwd" in shown
+    assert "vectorized_layer_norm_kernel<BFloat16, float>" in shown  # whole: the namespace went first
+    assert not [s for s in shown if s.startswith(("(anonymous", "at::n…", "void "))]
