@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.analysis import findings, report_breakdown
 from tracekit.present import humanize, plots
-from tracekit.present.values import cell
+from tracekit.present.values import cell, format_ns_as
 from tracekit.present.values import format_unit as fmt
 
 if TYPE_CHECKING:  # the report's data; rendering never builds one
@@ -109,6 +109,11 @@ def print_report(report: Report, console=None, html_hint: bool = True) -> None:
         console.print(Text("Plots: tracekit report ... --html report.html", style="dim"))
 
 
+def _time_scale(rows: list[dict], suffix: str) -> float:
+    """The duration that picks a comparison table's one time unit (``humanize.time_scale``)."""
+    return humanize.time_scale([r[f"{side}_ns{suffix}"] for r in rows for side in ("a", "b", "delta")])
+
+
 def _print_comparison(report, console, Table, box, Text) -> None:
     comparison = report.comparison
     basis = "per attention call" if comparison["per_call"] else "totals"
@@ -118,13 +123,14 @@ def _print_comparison(report, console, Table, box, Text) -> None:
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
         for name in ("stage", "change", comparison["against"], label, "delta", "delta %", "ratio"):
             table.add_column(name, justify="left" if name in ("stage", "change") else "right", overflow="fold")
+        scale = _time_scale(rows, suffix)  # one time unit for the table's durations
         for r in rows:
             table.add_row(
                 r["stage"],
                 r["change"],
-                fmt(r[f"a_ns{suffix}"], "ns"),
-                fmt(r[f"b_ns{suffix}"], "ns"),
-                fmt(r[f"delta_ns{suffix}"], "ns"),
+                format_ns_as(r[f"a_ns{suffix}"], scale),
+                format_ns_as(r[f"b_ns{suffix}"], scale),
+                format_ns_as(r[f"delta_ns{suffix}"], scale),
                 fmt(r["delta_pct"], "pct"),
                 fmt(r["ratio"], "x"),
             )
@@ -361,6 +367,7 @@ def _comparison(report: Report) -> list[str]:
         ),
     ]
     for label, rows in comparison["tables"].items():
+        scale = _time_scale(rows, suffix)  # one time unit for the table's durations
         out.append(f"<h3>{escape(label)} vs {escape(comparison['against'])}</h3>")
         out.append(
             f'<div class="scroll"><table class="diff" data-trace="{escape(label)}"><thead><tr>'
@@ -381,7 +388,8 @@ def _comparison(report: Report) -> list[str]:
             ]
             out.append(f"<tr><th>{escape(r['stage'])}</th><td>{escape(r['change'])}</td>")
             out += [
-                f'<td class="num" data-key="{key}" data-value="{escape(_data(r[key]))}">{escape(fmt(r[key], unit))}</td>'
+                f'<td class="num" data-key="{key}" data-value="{escape(_data(r[key]))}">'
+                f"{escape(format_ns_as(r[key], scale) if unit == 'ns' else fmt(r[key], unit))}</td>"
                 for key, unit in cells
             ]
             out.append("</tr>")
