@@ -301,7 +301,13 @@ def _plots(report: Report) -> list[str]:
             drawn = True
             out.append(plots.timeline(f"{t.label} ({t.headline['impl']})", list(lanes.items())))
     if not drawn:
-        out.append("<p>No attention calls.</p>")
+        calls = sum(len(t.calls) for t in report.traces)
+        out.append(
+            f"<p>No attention call ran GPU ops in the trace ({calls} call{'s' if calls != 1 else ''} found on the "
+            "CPU only: a capture pass, or GPU work outside the trace).</p>"
+            if calls
+            else "<p>No attention calls.</p>"
+        )
     else:
         out += _left_out(report, [t for t in report.traces if not t.timeline], "no attention call with GPU ops")
     out.append("</section>")
