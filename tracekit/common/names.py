@@ -239,17 +239,26 @@ def shorten(text: str, width: int, at: int | None = None, form: str | None = Non
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
 
-def _diverge(text: str, others: list[str]) -> int:
-    """Where ``text`` first differs from the most similar of ``others``."""
-    best = 0
-    for o in others:
-        n = 0
-        for a, b in zip(text, o):
-            if a != b:
-                break
-            n += 1
-        best = max(best, n)
-    return best
+def _common(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _diverge_all(forms: dict[str, str]) -> dict[str, int]:
+    """``{text: where its form first differs from the most similar other form}``: in sorted order the most
+    similar form is a neighbour, so this is linear in the texts after the sort (a clash of thousands of
+    names once made the table format quadratic)."""
+    order = sorted(forms, key=lambda t: forms[t])
+    out = {}
+    for k, t in enumerate(order):
+        before = _common(forms[t], forms[order[k - 1]]) if k else 0
+        after = _common(forms[t], forms[order[k + 1]]) if k + 1 < len(order) else 0
+        out[t] = max(before, after)
+    return out
 
 
 def shorten_all(texts: Iterable[str], width: int) -> dict[str, str]:
@@ -278,10 +287,10 @@ def shorten_all(texts: Iterable[str], width: int) -> dict[str, str]:
             alike: dict[str, int] = {}
             for p in plain.values():
                 alike[p] = alike.get(p, 0) + 1
+            diverge = _diverge_all(forms)
             for t in ts:
                 if alike[plain[t]] == 1:  # head and tail of its compact form tell it apart
                     out[t] = plain[t]
                     continue
-                at = _diverge(forms[t], [forms[o] for o in ts if o != t])
-                out[t] = shorten(t, w, at=at, form=forms[t])
+                out[t] = shorten(t, w, at=diverge[t], form=forms[t])
         first = False

@@ -218,7 +218,7 @@ def is_name(col: Column) -> bool:
     return not col.numeric and (col.name in _NAME_COLUMNS or col.name.endswith(_NAME_SUFFIXES))
 
 
-def _priority(col: Column, texts: list[str], values: list) -> int:
+def _priority(col: Column, values: list) -> int:
     """Which columns go first when a table is too wide: lowest first (0: a mostly-zero ``*_by_*``
     column, 1: provenance (the other ``*_by_*`` columns too), 2: derived, 3: op counts, 4: the rest,
     5: what a comparison is about)."""
@@ -316,7 +316,7 @@ def fit(sample: pa.Table, width: int | None, wide: bool = False) -> Layout:
                 return
             shown.remove(i)
 
-    prio = {i: _priority(c, texts[i], values[i]) for i, c in enumerate(cols)}
+    prio = {i: _priority(c, values[i]) for i, c in enumerate(cols)}
     name_cols = [i for i, c in enumerate(cols) if is_name(c)]
     other_text = [i for i, c in enumerate(cols) if not c.numeric and i not in name_cols]
     drop(0)  # mostly-zero *_by_* columns
