@@ -160,7 +160,7 @@ def test_load_then_query_formats(tiny, tmp_path):
     # Without --wide the table fits 100 columns and names what it left out.
     narrow = invoke("query", "gpu_timeline", db).output
     assert max(len(line) for line in narrow.splitlines()) <= 100
-    assert "with --wide: busy_pct" in narrow
+    assert "with --wide: counted_gpu_ops" in narrow  # op counts go before the times (humanize.fit)
 
     rows = list(csv.DictReader(io.StringIO(invoke("query", "gpu_timeline", db, "-f", "csv").output)))
     assert rows == [
@@ -202,14 +202,19 @@ def test_raw_trace_is_cached(tiny, monkeypatch):
         invoke("sql", tiny, "SELECT count(*) FROM events")
 
 
-def test_errors_are_one_line(tiny, capsys):
+def test_errors_are_one_line_but_sql_keeps_duckdbs_whole_message(tiny, capsys):
     assert main(["query", "no_such_query", str(tiny)]) == 1
     assert capsys.readouterr().err == "Error: no query named 'no_such_query' (run 'tracekit queries' to list them)\n"
     assert main(["query", "gpu_timeline", str(tiny), "-p", "include_orphans=maybe"]) == 1
     assert "parameter 'include_orphans' must be BOOLEAN, got 'maybe'" in capsys.readouterr().err
+    # SQL errors keep DuckDB's whole message: the candidates / "Did you mean" and the caret.
     assert main(["sql", str(tiny), "SELECT nope FROM gpu_ops"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("Error: ") and err.count("\n") == 1 and "nope" in err
+    assert err.startswith("Error: Binder Error: ") and "nope" in err and "Candidate bindings:" in err
+    assert main(["sql", str(tiny), "SELEC 1"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == 'Error: Parser Error: syntax error at or near "SELEC"'
+    assert err[1:] == ["LINE 1: SELEC 1", "        ^^^^^"]
     assert main(["--debug", "sql", str(tiny), "SELECT nope FROM gpu_ops"]) == 1
     assert "Traceback" in capsys.readouterr().err
 

@@ -25,9 +25,13 @@ for (const el of document.querySelectorAll("table, svg, pre, p, h1, h2, h3, li")
   const r = el.getBoundingClientRect();
   if (r.right > W + 1) out.wide.push(el.tagName + "." + (el.getAttribute("class") || "") + ":" + Math.round(r.right));
 }
+out.scrolled = [];
 for (const box of document.querySelectorAll(".scroll")) {
   const r = box.getBoundingClientRect();
   if (r.right > W + 1) out.wide.push("scroll:" + Math.round(r.right));
+  const t = box.querySelector("table");  // a table with one column per trace fits without scrolling
+  if (t && /\b(headline|breakdown)\b/.test(t.className) && box.scrollWidth > box.clientWidth + 1)
+    out.scrolled.push(t.className + ":" + box.scrollWidth);
 }
 for (const t of document.querySelectorAll("svg.plot text")) {
   const b = t.getBoundingClientRect(), s = t.ownerSVGElement.getBoundingClientRect();
@@ -67,6 +71,7 @@ def test_report_fits_1400px(tmp_path, variants):
     assert m["wide"] == [], m
     assert m["clipped"] == [], m
     assert m["untitled"] == 0, m
+    assert m["scrolled"] == [], m  # the per-trace tables wrap (past 4 traces: fixed layout) instead of scrolling
 
     shot = tmp_path / "report.png"
     run = _chromium(browser, tmp_path, rep_path(tmp_path, rep), f"--screenshot={shot}", "--window-size=1400,1400")

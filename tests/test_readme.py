@@ -117,6 +117,14 @@ def _near(shown: str, value: float) -> bool:
     return abs(_number(shown) - float(value)) <= 0.051
 
 
+def _near_us(header: list[str], row: list[str], base: str, us: float) -> bool:
+    """Column ``base`` (in the table's duration unit, named in its header: ``busy_µs``, ``busy_ms``) shows ``us``."""
+    for unit, per_us, rounding in (("µs", 1.0, 0.051), ("ms", 1e3, 0.51), ("s", 1e6, 510.0)):
+        if f"{base}_{unit}" in header:  # one decimal of µs, three of ms and s
+            return abs(_number(row[header.index(f"{base}_{unit}")]) * per_us - float(us)) <= rounding
+    raise AssertionError(f"no {base} column in {header}")
+
+
 def _same_label(shown: str, full: str) -> bool:
     """A table cell shows ``full``, whole or cut in the middle with an ellipsis."""
     if "\u2026" not in shown:
@@ -192,23 +200,24 @@ def _check_stages(out: dict, truth: dict) -> None:
 
 
 def _check_region_summary(out: dict, truth: dict) -> None:
-    _, rows, total = _table(out["stdout"])
+    header, rows, total = _table(out["stdout"])
+    avg = header.index("gpu_time_avg_µs")  # by name: the width policy picks which columns fit
     attention = {n: r for n, t in truth.items() for r in t["regions"] if r.startswith("attention:")}
     assert total == len(attention) == 10
     for name, row in _by_trace(rows, truth).items():
         figures = truth[name]["regions"][attention[name]]
         assert _same_label(row[1], attention[name])
         assert int(row[2]) == figures["count"]  # occurrences
-        assert _near(row[5], figures["device_time_total_us"] / figures["count"]), (name, row)
+        assert _near(row[avg], figures["device_time_total_us"] / figures["count"]), (name, row)
 
 
 def _check_gpu_timeline(out: dict, truth: dict) -> None:
-    _, rows, total = _table(out["stdout"])
+    header, rows, total = _table(out["stdout"])
     assert total == len(truth)
-    for name, row in _by_trace(rows, truth).items():
-        assert int(row[1].replace(",", "")) == len(truth[name]["gpu"]), (name, row)  # gpu_ops
-        assert int(row[3]) == 0  # no orphans: every launch is in the samples
-        assert _near(row[5], truth[name]["busy_ns"] / 1000), (name, row)  # busy_µs
+    for name, row in _by_trace(rows, truth).items():  # by name: the width policy picks which columns fit
+        assert int(row[header.index("gpu_ops")].replace(",", "")) == len(truth[name]["gpu"]), (name, row)
+        assert int(row[header.index("orphan_gpu_ops")]) == 0  # no orphans: every launch is in the samples
+        assert _near_us(header, row, "busy", truth[name]["busy_ns"] / 1000), (name, row)
 
 
 def _check_top_kernels(out: dict, truth: dict) -> None:
@@ -283,10 +292,12 @@ def _check_report_json(out: dict, cwd: Path, truth: dict) -> None:
 
 
 def _check_diff(out: dict, truth: dict) -> None:
-    _, rows, total = _table(out["stdout"])
+    header, rows, total = _table(out["stdout"])
     assert total == len(rows) == 6
+    # --per-call at 100 columns: both sides' time, the delta, delta % and ratio (the op counts left out first).
+    assert header == ["stage", "change", "a_µs_per_call", "b_µs_per_call", "delta_µs_per_call", "delta_pct", "ratio"]
     inplace = truth["inplace"]["regions"]
-    for stage, change, _, _, a, b in rows:
+    for stage, change, a, b in (row[:4] for row in rows):
         labelled = inplace.get(f"stage:{stage}")  # the baseline labelled its stages: the profiler timed them
         a_us = _number(a)
         assert _near(a, labelled["device_time_total_us"] / labelled["count"]) if labelled else a_us == 0

@@ -21,7 +21,7 @@ import duckdb
 
 from tracekit import __version__, api, diff
 from tracekit.common import outputs, sqlsafety
-from tracekit.errors import ParameterError, TracekitError
+from tracekit.errors import ParameterError, QueryError, TracekitError
 from tracekit.library import queries
 from tracekit.present import console, humanize, render, values
 from tracekit.store import database
@@ -87,11 +87,8 @@ def table_options(fn):
 
 
 def table_style(wide: bool, rows: int) -> dict:
-    """The table format's style: the terminal's width (100 when not a terminal), unless --wide."""
-    import shutil
-
-    width = shutil.get_terminal_size((humanize.DEFAULT_WIDTH, 24)).columns if sys.stdout.isatty() else 0
-    return {"wide": wide, "rows": rows, "width": width or humanize.DEFAULT_WIDTH}
+    """The table format's style: the terminal's width ($COLUMNS when not a terminal, else 100), unless --wide."""
+    return {"wide": wide, "rows": rows, "width": humanize.terminal_width(sys.stdout)}
 
 
 def files_flag() -> bool | None:
@@ -592,7 +589,7 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, brief, rule_d
             if not quiet:
                 click.echo(f"wrote {path}", err=True)
     if not to_stdout and (not quiet or not (html_path or json_path)):
-        built.print(Console(highlight=False), html_hint=html_path is None)
+        built.print(Console(highlight=False, width=humanize.terminal_width(sys.stdout)), html_hint=html_path is None)
 
 
 @cli.command("diff", context_settings=CONTEXT)
@@ -733,17 +730,24 @@ def _gate(a, b, *, gates, gate_format, alpha, baseline_dir, update_baseline, rul
 
 @cli.command("queries", context_settings=CONTEXT)
 @queries_opt
+@click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("-v", "--verbose", is_flag=True, help="Show descriptions, parameters and columns.")
-def list_queries(query_dirs, verbose):
-    """List the named queries (shipped and user folders).
+def list_queries(names, query_dirs, verbose):
+    """List the named queries (shipped and user folders), or NAME's doc, parameters and columns.
 
     \b
     Example:
       tracekit queries -v
+      tracekit queries top_kernels
     """
-    for problem in queries.broken(query_dirs).values():
-        console.warn(f"skipped a broken query file: {problem}")
-    for named in sorted(queries.library(query_dirs).values(), key=lambda named: named.id):
+    if names:
+        chosen = [queries.find(name, query_dirs) for name in names]  # an unknown name: one Error line
+        verbose = True
+    else:
+        for problem in queries.broken(query_dirs).values():
+            console.warn(f"skipped a broken query file: {problem}")
+        chosen = sorted(queries.library(query_dirs).values(), key=lambda named: named.id)
+    for named in chosen:
         click.echo(f"{named.id:32} {named.title}")
         if verbose:
             if named.description:
@@ -1027,6 +1031,9 @@ def error_line(exc: BaseException, debug: bool = False) -> str:
     """The one line an error is reported with."""
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
+    if isinstance(exc, (QueryError, duckdb.Error)) and first:
+        # SQL: DuckDB's whole message, its "Did you mean" / candidates and the caret under the error included.
+        return "\n".join(line for line in text.splitlines() if line.strip())
     if isinstance(exc, (TracekitError, duckdb.Error, OSError, ValueError)) and first:
         if isinstance(exc, OSError) and outputs.is_space_error(exc):
             return f"{first} (out of space: free some, or set TMPDIR for the staging copy of a load)"

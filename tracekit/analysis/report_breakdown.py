@@ -11,6 +11,8 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
+from tracekit.present import humanize
+from tracekit.present.values import format_ns_as
 from tracekit.present.values import format_unit as fmt
 
 if TYPE_CHECKING:
@@ -19,6 +21,14 @@ if TYPE_CHECKING:
 # The categories that add up to the span, then the totals they come from.
 PARTS = ("computation", "exposed_communication", "exposed_memcpy", "idle")
 TOTALS = ("communication", "memcpy", "busy", "total")
+
+
+MANY_TRACES = 4  # past this many trace columns a table fits the page: fixed layout, cells wrap
+
+
+def table_class(name: str, traces: int) -> str:
+    """The class of a table with one column per trace: ``many`` past ``MANY_TRACES`` (it wraps to fit)."""
+    return f"{name} many" if traces > MANY_TRACES else name
 
 
 def _times(trace: TraceReport) -> dict[str, tuple[int, float | None]]:
@@ -42,16 +52,25 @@ def terminal(report: Report, console) -> None:
     from rich.text import Text
 
     console.print(Text("Where the GPU's time goes (gpu_breakdown, op_summary, module_summary)", style="bold"))
+    width = max(40, console.width)
+
+    def wrapped(text: str, bold: int = 0) -> None:
+        for k, part in enumerate(humanize.prose(text, width, text[: len(text) - len(text.lstrip())], "      ")):
+            shown = Text(part)
+            if k == 0 and bold:
+                shown.stylize("bold", 0, bold)
+            console.print(shown, soft_wrap=True)
+
     for trace in report.traces:
-        console.print(Text(f"  {trace.label}: ", style="bold") + Text(line(trace)))
+        wrapped(f"  {trace.label}: {line(trace)}", bold=len(trace.label) + 3)
         if trace.top_ops:
             # With its category, as the HTML list has it: op_summary's rows are (op, category), and a
             # graph replay's kernels, which have no op, would read "(no CPU op)" once per category.
             ops = ", ".join(f"{r['op']} ({r['category']}) {fmt(r['share_pct'], 'pct')}" for r in trace.top_ops)
-            console.print(Text(f"    top ops: {ops}"))
+            wrapped(f"    top ops: {ops}")
         if trace.top_modules:
             modules = ", ".join(f"{r['module']} {fmt(r['share_pct'], 'pct')}" for r in trace.top_modules)
-            console.print(Text(f"    top modules: {modules}"))
+            wrapped(f"    top modules: {modules}")
 
 
 def html(report: Report) -> list[str]:
@@ -61,15 +80,18 @@ def html(report: Report) -> list[str]:
         '<p class="muted">gpu_breakdown: computation + exposed communication + exposed memcpy + idle = the '
         "span from the first GPU op to the last; communication and memcpy are totals, overlap included.</p>",
         # Scrolls inside its box like the headline table: many traces with long labels stay on the page.
-        '<div class="scroll"><table class="breakdown"><thead><tr><th>category</th>'
+        f'<div class="scroll"><table class="{table_class("breakdown", len(report.traces))}"><thead><tr><th>category</th>'
         + "".join(f"<th>{escape(trace.label)}</th>" for trace in report.traces)
         + "</tr></thead><tbody>",
     ]
     for category in PARTS + TOTALS:
         cells = []
         for trace in report.traces:
-            ns, pct = _times(trace).get(category, (None, None))
-            cells.append(f'<td class="num">{escape(fmt(ns, "ns"))} ({escape(fmt(pct, "pct"))})</td>')
+            times = _times(trace)
+            ns, pct = times.get(category, (None, None))
+            shown = format_ns_as(ns, times.get("total", (None, None))[0])  # one unit per trace's column
+            glued = (escape(shown).replace(" ", "&nbsp;"), escape(fmt(pct, "pct")).replace(" ", "&nbsp;"))
+            cells.append(f'<td class="num">{glued[0]} ({glued[1]})</td>')  # a narrow cell wraps before "("
         out.append(f"<tr><th>{escape(category.replace('_', ' '))}</th>{''.join(cells)}</tr>")
     out.append("</tbody></table></div>")
     for trace in report.traces:

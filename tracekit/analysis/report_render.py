@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import re
 import shlex
-import textwrap
 from html import escape
 from typing import TYPE_CHECKING
 
 from tracekit.analysis import findings, report_breakdown
-from tracekit.present import plots
-from tracekit.present.values import cell
+from tracekit.present import humanize, plots
+from tracekit.present.values import cell, format_ns_as
 from tracekit.present.values import format_unit as fmt
 
 if TYPE_CHECKING:  # the report's data; rendering never builds one
@@ -108,7 +107,7 @@ def print_findings(report: Report, console) -> None:
     console.print(Text("What stands out", style="bold"))
     if not groups:
         console.print("  nothing")
-    width = max(20, console.width - 4)
+    width = max(40, console.width)
     for i, g in enumerate(groups, 1):
         label, f = g.members[0]
         line = Text(f"{i:2}. ")
@@ -118,15 +117,16 @@ def print_findings(report: Report, console) -> None:
             line.append(f" ({fmt(g.explains_ns, 'ns')} in all)", style="dim")
         elif _explains(f) and not f.short:
             line.append(f" ({_explains(f)})", style="dim")
-        console.print(line)
+        console.print(line, soft_wrap=True)
         text = f"{label}: {f.message}" if len(g.members) > 1 else f.message
-        for part in textwrap.wrap(text, width=width):
-            console.print(Text("    " + part))
+        for part in humanize.prose(text, width, "    ", "    "):
+            console.print(Text(part), soft_wrap=True)
         if len(g.members) > 1:
             also = ", ".join(other + " " + _short(o) for other, o in g.members[1:]).replace("  ", " ")
-            for part in textwrap.wrap("also " + also, width=width):
-                console.print(Text("    " + part, style="dim"))
-        console.print(Text(f"    rows: {f.hint or _hint(by_label[label], f.query)}", style="dim"))
+            for part in humanize.prose("also " + also, width, "    ", "    "):
+                console.print(Text(part, style="dim"), soft_wrap=True)
+        # One line, never wrapped: it is copied and pasted (a terminal folds it only on screen).
+        console.print(Text(f"    rows: {f.hint or _hint(by_label[label], f.query)}", style="dim"), soft_wrap=True)
 
 
 def _short(f) -> str:
@@ -150,8 +150,13 @@ def print_notes(report: Report, console, topics=("attention", "shapes", "modules
         return
     console.print(Text("Notes", style="bold"))
     for text, labels in by_text.items():
-        for i, part in enumerate(textwrap.wrap(f"{', '.join(labels)}: {text}", width=max(20, console.width - 4))):
-            console.print(Text(("  - " if i == 0 else "    ") + part))
+        for part in humanize.prose(f"{', '.join(labels)}: {text}", max(40, console.width), "  - ", "    "):
+            console.print(Text(part), soft_wrap=True)
+
+
+def _time_scale(rows: list[dict], suffix: str) -> float:
+    """The duration that picks a comparison table's one time unit (``humanize.time_scale``)."""
+    return humanize.time_scale([r[f"{side}_ns{suffix}"] for r in rows for side in ("a", "b", "delta")])
 
 
 def _print_comparison(report, console, Table, box, Text) -> None:
@@ -163,13 +168,14 @@ def _print_comparison(report, console, Table, box, Text) -> None:
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
         for name in ("stage", "change", comparison["against"], label, "delta", "delta %", "ratio"):
             table.add_column(name, justify="left" if name in ("stage", "change") else "right", overflow="fold")
+        scale = _time_scale(rows, suffix)  # one time unit for the table's durations
         for r in rows:
             table.add_row(
                 r["stage"],
                 r["change"],
-                fmt(r[f"a_ns{suffix}"], "ns"),
-                fmt(r[f"b_ns{suffix}"], "ns"),
-                fmt(r[f"delta_ns{suffix}"], "ns"),
+                format_ns_as(r[f"a_ns{suffix}"], scale),
+                format_ns_as(r[f"b_ns{suffix}"], scale),
+                format_ns_as(r[f"delta_ns{suffix}"], scale),
                 fmt(r["delta_pct"], "pct"),
                 fmt(r["ratio"], "x"),
             )
@@ -188,6 +194,8 @@ table { border-collapse: collapse; margin: 8px 0; } th, td { padding: 3px 8px; b
 thead th:first-child { text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums;
         white-space: nowrap; } tbody th { text-align: left; font-weight: 600; white-space: nowrap; }
 td.num.wrap { white-space: normal; } .scroll { overflow-x: auto; }
+table.many { table-layout: fixed; width: 100%; font-size: 12.5px; } table.many thead th:first-child { width: 190px; }
+table.many td.num, table.many thead th { white-space: normal; overflow-wrap: anywhere; }
 td.text { max-width: 520px; word-break: break-all; } code { background: #f4f4f4; padding: 1px 4px; }
 .muted { color: #666; } nav a { margin-right: 12px; } ul.findings { padding-left: 18px; }
 .sev { font-size: 11px; font-weight: 700; text-transform: uppercase; padding: 1px 6px; border-radius: 3px; }
@@ -248,7 +256,8 @@ def html(report: Report) -> str:
 def _headline(report: Report) -> list[str]:
     out = [
         '<section id="headline"><h2>Headline</h2>',
-        '<div class="scroll"><table class="headline"><thead><tr><th>metric</th>',
+        f'<div class="scroll"><table class="{report_breakdown.table_class("headline", len(report.traces))}">'
+        "<thead><tr><th>metric</th>",
     ]
     out += [f"<th>{escape(t.label)}</th>" for t in report.traces]
     out.append("</tr></thead><tbody>")
@@ -315,6 +324,10 @@ def _plots(report: Report) -> list[str]:
     ]
     bars = [(t.label, t.headline["stage_share_pct"]) for t in report.traces]
     out.append(plots.stacked_bars(bars, report.stages) if report.stages else "<p>No GPU ops.</p>")
+    if report.stages:
+        out += _left_out(
+            report, [t for t in report.traces if not any(t.headline["stage_share_pct"].values())], "no GPU ops"
+        )
     out.append("</section>")
 
     out.append(
@@ -333,7 +346,15 @@ def _plots(report: Report) -> list[str]:
             drawn = True
             out.append(plots.timeline(f"{t.label} ({t.headline['impl']})", list(lanes.items())))
     if not drawn:
-        out.append("<p>No attention calls.</p>")
+        calls = sum(len(t.calls) for t in report.traces)
+        out.append(
+            f"<p>No attention call ran GPU ops in the trace ({calls} call{'s' if calls != 1 else ''} found on the "
+            "CPU only: a capture pass, or GPU work outside the trace).</p>"
+            if calls
+            else "<p>No attention calls.</p>"
+        )
+    else:
+        out += _left_out(report, [t for t in report.traces if not t.timeline], "no attention call with GPU ops")
     out.append("</section>")
 
     out.append(
@@ -343,6 +364,8 @@ def _plots(report: Report) -> list[str]:
     )
     groups = [(t.label, [(r["step_name"], r["kernel_ns"]) for r in t.steps]) for t in report.traces if t.steps]
     out.append(plots.strip("Kernel time per step", groups) if groups else "<p>No ProfilerStep ranges.</p>")
+    if groups:
+        out += _left_out(report, [t for t in report.traces if not t.steps], "no ProfilerStep ranges")
     out.append("</section>")
 
     out.append(
@@ -363,8 +386,23 @@ def _plots(report: Report) -> list[str]:
         if points
         else "<p>No attention call with known shapes.</p>"
     )
+    if points:
+        plotted = {p["series"] for p in points}
+        out += _left_out(
+            report,
+            [t for t in report.traces if t.label not in plotted],
+            "no attention call with recorded shapes (record_shapes=True) and kernel time",
+        )
     out.append("</section>")
     return out
+
+
+def _left_out(report: Report, traces: list, why: str) -> list[str]:
+    """One line naming the traces a plot leaves out and why (nothing when it draws them all)."""
+    if not traces:
+        return []
+    labels = ", ".join(f"<b>{escape(t.label)}</b>" for t in traces)
+    return [f'<p class="muted left-out" data-traces="{len(traces)}">Not drawn: {labels} ({escape(why)}).</p>']
 
 
 def _comparison(report: Report) -> list[str]:
@@ -380,6 +418,7 @@ def _comparison(report: Report) -> list[str]:
         ),
     ]
     for label, rows in comparison["tables"].items():
+        scale = _time_scale(rows, suffix)  # one time unit for the table's durations
         out.append(f"<h3>{escape(label)} vs {escape(comparison['against'])}</h3>")
         out.append(
             f'<div class="scroll"><table class="diff" data-trace="{escape(label)}"><thead><tr>'
@@ -400,13 +439,17 @@ def _comparison(report: Report) -> list[str]:
             ]
             out.append(f"<tr><th>{escape(r['stage'])}</th><td>{escape(r['change'])}</td>")
             out += [
-                f'<td class="num" data-key="{key}" data-value="{escape(_data(r[key]))}">{escape(fmt(r[key], unit))}</td>'
+                f'<td class="num" data-key="{key}" data-value="{escape(_data(r[key]))}">'
+                f"{escape(format_ns_as(r[key], scale) if unit == 'ns' else fmt(r[key], unit))}</td>"
                 for key, unit in cells
             ]
             out.append("</tr>")
         out.append("</tbody></table></div>")
     out.append("</section>")
     return out
+
+
+EVIDENCE_NAME_CHARS = 60  # a kernel or op name in an evidence cell: shortened (names.shorten), whole in its title
 
 
 def _evidence_columns(f):
@@ -419,15 +462,56 @@ def _evidence_columns(f):
     return humanize.columns(pa.Table.from_pylist([{c: r[c] for c in f.columns} for r in f.rows]))
 
 
+def _timestamps(f) -> tuple[list[str], int | None]:
+    """The point-in-time columns of an evidence table (``ts_ns``, ``start_ns``, ``end_ns``) and the earliest
+    of their values: shown relative to it, as time since the first row's event."""
+    from tracekit.present import humanize
+
+    stamps = [c for c in f.columns if humanize.is_timestamp(c)]
+    values = [r[c] for r in f.rows for c in stamps if isinstance(r[c], (int, float))]
+    return stamps, (min(values) if values else None)
+
+
 def headers(f) -> list[str]:
-    """An evidence table's headers: the columns with their display units (``gpu_ns`` -> ``gpu_µs``)."""
-    return [c.header for c in _evidence_columns(f)]
+    """An evidence table's headers: the columns with their display units (``gpu_ns`` -> ``gpu_µs``); a point
+    in time as its offset from the table's earliest (``ts_ns`` -> ``ts (+µs)``)."""
+    stamps, base = _timestamps(f)
+    unit = _offset_unit(f, stamps, base)
+    return [
+        f"{c.name.removesuffix('_ns')} (+{unit[0]})" if c.name in stamps and base is not None else c.header
+        for c in _evidence_columns(f)
+    ]
+
+
+def _offset_unit(f, stamps, base) -> tuple[str, float]:
+    from tracekit.present.values import time_unit
+
+    spans = [r[c] - base for r in f.rows for c in stamps if base is not None and isinstance(r[c], (int, float))]
+    return time_unit(max(spans, default=0))
 
 
 def _evidence_cells(f) -> list[list[tuple[str, str]]]:
-    """(css class, display text) of every evidence cell: humanized like the terminal's tables."""
+    """(css class, display text) of every evidence cell: humanized like the terminal's tables, kernel names
+    shortened (templates and namespaces elided), points in time relative to the table's earliest."""
+    from tracekit.common import names
+    from tracekit.present.values import duration_number
+
     cols = _evidence_columns(f)
-    return [[("num" if c.numeric else "text", c.text(r[c.name])) for c in cols] for r in f.rows]
+    stamps, base = _timestamps(f)
+    _, scale = _offset_unit(f, stamps, base)
+    out = []
+    for r in f.rows:
+        row = []
+        for c in cols:
+            v = r[c.name]
+            if c.name in stamps and base is not None and isinstance(v, (int, float)):
+                row.append(("num", duration_number(v - base, scale)))
+            elif c.numeric:
+                row.append(("num", c.text(v)))
+            else:
+                row.append(("text", names.shorten(c.text(v), EVIDENCE_NAME_CHARS)))
+        out.append(row)
+    return out
 
 
 def _evidence(report: Report) -> list[str]:
@@ -438,8 +522,9 @@ def _evidence(report: Report) -> list[str]:
             f"(at most {findings.MAX_ROWS} rows shown; the command lists them all).</p>"
         ),
     ]
+    listed = {id(f) for _, f in report.all_findings()}  # the findings "What stands out" lists, no others
     for i, t in enumerate(report.traces):
-        for f in t.findings:
+        for f in (f for f in t.findings if id(f) in listed):
             out.append(
                 f'<h3 id="{_evidence_id(i, f.id)}">{escape(t.label)}: {escape(f.title)} '
                 f'<span class="muted">({f.rows_total} rows; <code>{escape(_hint(t, f.query))}</code>)</span></h3>'

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 ELLIPSIS = "…"
 
@@ -91,16 +91,139 @@ def _without_params(text: str) -> str:
     return text
 
 
-def shorten(text: str, width: int, at: int | None = None) -> str:
-    """``text`` cut to ``width`` characters: a C++ parameter list is elided first, then the
-    middle is cut, keeping the head (what it is) and the tail (which one: template
-    arguments, a tile shape, a suffix). ``at``: keep the characters from this index on
-    visible too (where the text differs from a similar one)."""
+_ANON = re.compile(r"\(anonymous namespace\)::")
+_LAMBDAS = re.compile(r"(::\{lambda\([^{}]*?\)#\d+\}(::operator\(\)\(\) const)?)+")
+_CALL = re.compile(r"([\w>])\([^()]*\)")
+_ARRAY = re.compile(r",\s*(?:std::)?array<char\*, \d+ul>")
+_QUALIFIED = re.compile(r"\b(?:\w+::)+(?=[~\w])")
+_MODULE = re.compile(r"^nn\.Module: ")
+
+
+def _strip_params(text: str) -> str:
+    """``f<T>(int, float)`` -> ``f<T>``: a C++ signature's parameter list dropped."""
+    short = _without_params(text)
+    return short[:-3] if short.endswith("(…)") and short != text else text
+
+
+def _clean(text: str) -> str:
+    """Noise dropped: the anonymous namespace, lambda chains, the parameters of functions named in template
+    arguments (``where_kernel_impl(at::TensorIterator&)`` -> ``where_kernel_impl``)."""
+    text = _ARRAY.sub("", _LAMBDAS.sub("", _ANON.sub("", text)))
+    while True:
+        shorter = _CALL.sub(r"\1", text)
+        if shorter == text:
+            return text
+        text = shorter
+
+
+def _namespaces(text: str, keep_head: bool) -> str:
+    """Namespaces dropped from every name in the template arguments; the head keeps its first and last
+    (``cutlass::gemm::device::Gemm<...>`` -> ``cutlass::…::Gemm<...>``), or only its last."""
+    cut = text.find("<")
+    head, rest = (text, "") if cut < 0 else (text[:cut], text[cut:])
+    parts = head.split("::")
+    if not keep_head:
+        head = parts[-1]
+    elif len(parts) >= 3:
+        head = f"{parts[0]}::{ELLIPSIS}::{parts[-1]}"
+    return head + _QUALIFIED.sub("", rest)
+
+
+def _templates(text: str, depth: int) -> str:
+    """Template arguments deeper than ``depth`` elided: ``gemm<a<b>>`` at depth 1 -> ``gemm<a<…>>``, at 0 ->
+    ``gemm<…>``."""
+    out = []
+    level = 0
+    for ch in text:
+        if ch == "<":
+            level += 1
+            if level == depth + 1:
+                out.append("<" + ELLIPSIS)
+            elif level <= depth:
+                out.append(ch)
+        elif ch == ">":
+            if level <= depth:
+                out.append(ch)
+            elif level == depth + 1:
+                out.append(">")
+            level = max(0, level - 1)
+        elif level <= depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def _nesting(text: str) -> int:
+    level = most = 0
+    for ch in text:
+        level += ch == "<"
+        most = max(most, level)
+        level -= ch == ">" and level > 0
+    return most
+
+
+def _forms(text: str) -> Iterator[str]:
+    """``compactions``, one at a time (a caller that stops at the first form that fits does no more work)."""
+    yield text
+    if "::" not in text and "<" not in text:
+        return
+    forms = [text]
+    for step in (
+        _strip_params,
+        _clean,
+        lambda t: _namespaces(t, True),
+        lambda t: _namespaces(t, False),
+    ):
+        form = step(forms[-1])
+        if form != forms[-1]:
+            forms.append(form)
+            yield form
+    last = forms[-1]
+    headed = _templates(_namespaces(forms[2] if len(forms) > 2 else last, True), 0)
+    for depth in range(_nesting(last) - 1, -1, -1):
+        form = _templates(last, depth)
+        if depth == 0 and headed not in forms and len(headed) < len(forms[-1]):
+            forms.append(headed)  # cutlass::…::gemm<…> before gemm<…>
+            yield headed
+        if form != forms[-1]:
+            forms.append(form)
+            yield form
+
+
+def compactions(text: str) -> list[str]:
+    """Ever shorter forms of a C++ name that keep what it is: parameters dropped, then noise (anonymous
+    namespaces, lambdas), then namespaces (``cutlass::…::gemm``), then template arguments from the deepest
+    (``gemm<…>``). Other text: itself only."""
+    return list(_forms(text))
+
+
+def base(text: str, forms: list[str] | None = None) -> str:
+    """The most compact form of ``text`` that elides no template argument: what a middle cut cuts."""
+    forms = forms or compactions(_MODULE.sub("", text))
+    return next((f for f in reversed(forms) if "<" + ELLIPSIS not in f), forms[0])
+
+
+def shorten(text: str, width: int, at: int | None = None, form: str | None = None) -> str:
+    """``text`` cut to ``width`` characters. A C++ name sheds its parameter list, lambdas, namespaces
+    and then its deepest template arguments (``compactions``: ``cutlass::…::gemm<…>``) before anything is
+    cut; a module scope sheds ``nn.Module:``; what is still too long is cut in the middle, keeping the
+    head (what it is) and the tail (which one: a tile shape, a suffix). ``at``: keep the characters
+    from this index on visible too (where the text differs from a similar one) of ``form`` (default: its
+    ``base``)."""
     if width <= 0 or len(text) <= width:
         return text
     if text.count(" ") >= 3 and "::" not in text and "<" not in text:  # prose (a doc): cut at the end
         return text[: width - 1] + ELLIPSIS
-    text = _without_params(text) if len(_without_params(text)) < len(text) else text
+    if form is not None:
+        text = form
+    else:
+        if at is None:
+            forms = list(_forms(_MODULE.sub("", text)))
+            fitting = next((f for f in forms if len(f) <= width), None)
+            if fitting is not None:
+                return fitting
+            text = forms[-1]  # even the most compact form is too long: cut that one
+        else:
+            text = base(text)
     if len(text) <= width:
         return text
     if width == 1:
@@ -116,17 +239,26 @@ def shorten(text: str, width: int, at: int | None = None) -> str:
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
 
-def _diverge(text: str, others: list[str]) -> int:
-    """Where ``text`` first differs from the most similar of ``others``."""
-    best = 0
-    for o in others:
-        n = 0
-        for a, b in zip(text, o):
-            if a != b:
-                break
-            n += 1
-        best = max(best, n)
-    return best
+def _common(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _diverge_all(forms: dict[str, str]) -> dict[str, int]:
+    """``{text: where its form first differs from the most similar other form}``: in sorted order the most
+    similar form is a neighbour, so this is linear in the texts after the sort (a clash of thousands of
+    names once made the table format quadratic)."""
+    order = sorted(forms, key=lambda t: forms[t])
+    out = {}
+    for k, t in enumerate(order):
+        before = _common(forms[t], forms[order[k - 1]]) if k else 0
+        after = _common(forms[t], forms[order[k + 1]]) if k + 1 < len(order) else 0
+        out[t] = max(before, after)
+    return out
 
 
 def shorten_all(texts: Iterable[str], width: int) -> dict[str, str]:
@@ -148,9 +280,17 @@ def shorten_all(texts: Iterable[str], width: int) -> dict[str, str]:
         if not first:
             w += max(4, w // 4)
         for ts in clashes:
+            forms = {t: base(t) if len(t) > w else t for t in ts}
+            if len(set(forms.values())) < len(ts):  # the compact forms are alike: cut the names themselves
+                forms = {t: _without_params(t) if len(t) > w else t for t in ts}
+            plain = {t: shorten(t, w, form=forms[t]) for t in ts}
+            alike: dict[str, int] = {}
+            for p in plain.values():
+                alike[p] = alike.get(p, 0) + 1
+            diverge = _diverge_all(forms)
             for t in ts:
-                full = _without_params(t) if len(t) > w else t
-                out[t] = shorten(
-                    t, w, at=_diverge(full, [_without_params(o) if len(o) > w else o for o in ts if o != t])
-                )
+                if alike[plain[t]] == 1:  # head and tail of its compact form tell it apart
+                    out[t] = plain[t]
+                    continue
+                out[t] = shorten(t, w, at=diverge[t], form=forms[t])
         first = False

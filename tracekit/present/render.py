@@ -60,22 +60,13 @@ def _escaped(table: pa.Table) -> pa.Table:
 
 
 def _write_table(data, out, style: dict) -> None:
-    """The rows shown (``rows``) are kept; the rest are only counted, so memory stays flat."""
+    """Widths fitted on the first rows, then every row streamed: memory stays flat (``humanize.write``)."""
     import pyarrow as pa
 
     from tracekit.present import humanize
 
-    limit = style.get("rows")
-    kept: list = []
-    shown = total = 0
-    for batch in _batches(data):
-        total += batch.num_rows
-        if not limit or shown < limit:
-            part = batch if not limit else batch.slice(0, limit - shown)
-            kept.append(part)
-            shown += part.num_rows
-    table = pa.Table.from_batches(kept, schema=data.schema)
-    out.write(humanize.table_text(_escaped(table), total=total, **style))
+    escaped = (_escaped(pa.Table.from_batches([b])).to_batches()[0] if b.num_rows else b for b in _batches(data))
+    humanize.write(escaped, data.schema, out, **style)
 
 
 def _write_csv(data, out, style: dict) -> None:

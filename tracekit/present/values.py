@@ -51,9 +51,18 @@ def duration_number(ns: float, scale: float) -> str:
     return f"{ns / scale:,.1f}" if scale == 1e3 else f"{ns / scale:,.3f}"
 
 
+def format_ns_as(value, largest_ns: float | None, missing: str = "–") -> str:
+    """A duration in the unit ``largest_ns`` is shown in: the figures of one column (a trace's breakdown) share
+    one unit (no µs beside ms)."""
+    if value is None:
+        return missing
+    name, scale = time_unit(largest_ns if largest_ns is not None else value)
+    return f"{duration_number(value, scale)} {name}"
+
+
 def format_unit(value, unit: str, missing: str = "–") -> str:
     """Display text of a number in a unit: ns (µs; ms from 10 ms up; s from 10 s up), us, ms, pct, x,
-    count, num; short demangles a kernel name and cuts it in the middle to 60 characters."""
+    count, num; short demangles a kernel name and shortens it to 60 characters (names.shorten)."""
     if value is None:
         return missing
     if unit in ("ns", "us", "ms"):
@@ -67,7 +76,7 @@ def format_unit(value, unit: str, missing: str = "–") -> str:
         return f"{value:,}"
     if unit == "num":
         return f"{value:,.1f}" if value != int(value) else f"{int(value):,}"
-    if unit == "short":  # a kernel name: demangled, cut in the middle to 60 characters
+    if unit == "short":  # a kernel name: demangled, templates and namespaces elided to 60 characters
         from tracekit.common import names
 
         return names.shorten(names.readable(str(value)), 60)

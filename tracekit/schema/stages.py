@@ -25,7 +25,7 @@ class Stage:
     order: int
     core: bool  # part of the attention core (between the projections)
     kernel_level: bool  # its kernels count in an attention call's kernel-level time
-    colour: str  # #rrggbb, in every plot: Okabe-Ito hues for the core stages, greys of distinct lightness for the rest (colour-blind safe)
+    colour: str  # #rrggbb, in every plot: Okabe-Ito hues for the core stages, Tol-style hues for the rest; the stages one model shows together stay apart under protan-, deutan- and tritanopia (tests/test_stage_colours.py)
     doc: str
 
 
