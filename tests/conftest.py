@@ -49,6 +49,11 @@ SHARED_TRACES = [
 
 SLOW = os.environ.get("TRACEKIT_SLOW") == "1"
 
+# Tables fit $COLUMNS when not a terminal, else 100 (present/humanize.terminal_width). pytest-xdist's workers
+# inherit COLUMNS=80 from the controller's terminal writer, so a test's output would depend on the runner: the
+# tests see no inherited width, and those that need one set it themselves (monkeypatch, or env= of a process).
+os.environ.pop("COLUMNS", None)
+
 
 # The files that take longest (half a minute or more of one worker each), run first: pytest-xdist hands
 # whole files to the workers in collection order (make test's --dist loadfile --no-loadscope-reorder), and a

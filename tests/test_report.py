@@ -256,8 +256,10 @@ def test_findings_link_to_their_rows(made, loaded):
 def test_terminal_report_fits_100_columns(made):
     lines = made["terminal"].splitlines()
     # The rows: hints are one line each, never wrapped (they are pasted whole); the rest fits.
-    assert max(len(line) for line in lines if not line.lstrip().startswith("rows: tracekit query ")) <= 100
-    assert all(line.endswith(".json.gz") for line in lines if line.lstrip().startswith("rows: "))
+    assert max(len(line) for line in lines if not line.lstrip().startswith("rows: tracekit ")) <= 100
+    # (a query's rows, or the diff a comparison finding reads: tracekit diff A B --per-call)
+    hints = [line.strip() for line in lines if line.lstrip().startswith("rows: ")]
+    assert hints and all(h.endswith((".json.gz", ".json.gz --per-call")) for h in hints), hints
     text = made["terminal"]
     for needle in (
         "146.8 µs",

@@ -110,14 +110,19 @@ def print_findings(report: Report, console) -> None:
     width = max(40, console.width)
     for i, g in enumerate(groups, 1):
         label, f = g.members[0]
-        line = Text(f"{i:2}. ")
-        line.append(f"[{g.severity}] ", style=SEVERITY_STYLE.get(g.severity, ""))
-        line.append(f"{g.title}: {', '.join(g.traces)}", style="bold")
+        size = ""
         if len(g.members) > 1 and g.explains_ns is not None and not f.short:
-            line.append(f" ({fmt(g.explains_ns, 'ns')} in all)", style="dim")
+            size = f" ({fmt(g.explains_ns, 'ns')} in all)"
         elif _explains(f) and not f.short:
-            line.append(f" ({_explains(f)})", style="dim")
-        console.print(line, soft_wrap=True)
+            size = f" ({_explains(f)})"
+        head = f"[{g.severity}] {g.title}: {', '.join(g.traces)}"
+        # Wrapped at words with a hanging indent; on its first line the severity in its colour, the title bold.
+        for k, part in enumerate(humanize.prose(head + size, width, f"{i:2}. ", "    ")):
+            line = Text(part)
+            if k == 0:
+                line.stylize(SEVERITY_STYLE.get(g.severity, ""), 4, 6 + len(g.severity))
+                line.stylize("bold", 7 + len(g.severity), min(len(part), 4 + len(head)))
+            console.print(line, soft_wrap=True)
         text = f"{label}: {f.message}" if len(g.members) > 1 else f.message
         for part in humanize.prose(text, width, "    ", "    "):
             console.print(Text(part), soft_wrap=True)
