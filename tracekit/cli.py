@@ -10,7 +10,6 @@ import contextlib
 import functools
 import inspect
 import os
-import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -295,7 +294,9 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
     if parquet:
         _load_dataset(paths, output, force, quiet, jobs, dask, progress, memory_limit)
         return
-    with _loading(progress, quiet, lambda: api.open(output, allow_files=files_flag()), output, link_now):
+    # Without --force, "already exists" is decided again when the file is put in place (atomically).
+    exclusive = contextlib.nullcontext() if force else outputs.create_only(output)
+    with _loading(progress, quiet, lambda: api.open(output, allow_files=files_flag()), output, link_now), exclusive:
         if dask:
             from tracekit.store import dataset
 
@@ -329,13 +330,17 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
 def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, progress, memory_limit) -> None:
     from tracekit.store import dataset
 
-    if output.exists() and force:
-        if not (dataset.is_dataset(output) or (output.is_dir() and not any(output.iterdir()))):
-            raise TracekitError(f"{output}: not a tracekit dataset; --force replaces only a dataset")
-        shutil.rmtree(output)
+    # Built beside OUTPUT and swapped in at the end: a failure leaves OUTPUT as it was.
     with _loading(progress, quiet, lambda: api.open_dataset(output, allow_files=files_flag()), output, False):
         dataset.build(
-            list(paths), output, jobs=jobs, dask=dask, warn=console.warn, progress=progress, memory_limit=memory_limit
+            list(paths),
+            output,
+            jobs=jobs,
+            dask=dask,
+            warn=console.warn,
+            progress=progress,
+            memory_limit=memory_limit,
+            force=force,
         )
     if not quiet:
         _load_summary(api.open_dataset(output, allow_files=files_flag()), output, False)

@@ -92,6 +92,7 @@ def load_part_parquet(
                 # trace_id is the partition folder's (set at commit), not a column of the files.
                 drop = " EXCLUDE (trace_id)" if any(c == "trace_id" for c, _ in columns) else ""
                 _copy(con, f"SELECT *{drop} FROM {table}", tmp / f"{table}.parquet")
+                _fault("part")
         finally:
             con.close()
         (tmp / "columns.json").write_text(json.dumps(tables))
@@ -135,6 +136,22 @@ def dask_runner(address: str, out_dir: Path | None = None) -> parallel.Runner:
     return run
 
 
+def is_stale(path) -> bool:
+    """True when ``path`` is what a killed load of an older tracekit left: a folder without the manifest
+    holding nothing but a dataset's parts (the staging folder, table folders). ``--force`` replaces it."""
+    path = Path(path)
+    try:
+        names = {entry.name for entry in os.scandir(path)}
+    except OSError:
+        return False
+    return bool(names) and MANIFEST not in names and names <= {STAGING, *catalog.TABLES}
+
+
+def replaceable(path) -> bool:
+    """What ``--force`` may replace: a dataset, or a killed load's leftover folder."""
+    return is_dataset(path) or is_stale(path)
+
+
 def build(
     paths,
     out_dir: Path,
@@ -143,39 +160,81 @@ def build(
     warn: Callable[[str], None] | None = None,
     progress=None,
     memory_limit: str | None = None,
+    force: bool = False,
 ) -> Path:
-    """Write the Parquet dataset of ``paths`` into ``out_dir`` (which must not hold one yet); each
-    task's DuckDB is capped at ``memory_limit`` (default: 2.5x its file, as for a ``.duckdb``)."""
+    """Write the Parquet dataset of ``paths`` into the folder ``out_dir``; each task's DuckDB is capped at
+    ``memory_limit`` (default: 2.5x its file, as for a ``.duckdb``).
+
+    The dataset is built in a folder beside ``out_dir`` (a temporary name, as
+    ``outputs``' files: a killed load's is removed by the next) and put in
+    place whole at the end (``outputs.publish_folder``): an existing
+    ``out_dir`` is replaced only with ``force`` and only when it is a dataset
+    (or a killed load's leftover), and on any failure it is left as it was.
+    """
     out_dir = Path(out_dir)
     if memory_limit:
         memory_limit = sqlsafety.memory_limit(memory_limit, "--memory-limit")  # one error, before any task
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise TracekitError(f"{out_dir}: exists and is not empty (use --force to replace it)")
+    _check_target(out_dir, force)
     sources = discover(paths)
     labels = trace_labels([s.path for s in sources])
-    out_dir.mkdir(parents=True, exist_ok=True)
+    outputs.clean_leftovers(out_dir.parent)
+    work = outputs.temp_name(out_dir)
+    try:
+        work.mkdir()
+    except OSError as exc:
+        raise TracekitError(f"{out_dir}: cannot write there ({exc.strerror or exc})") from None
     tasks = [
-        (i, str(s.path), label, s.from_directory, str(out_dir), memory_limit)
+        (i, str(s.path), label, s.from_directory, str(work), memory_limit)
         for i, (s, label) in enumerate(zip(sources, labels))
     ]
     try:
         if dask:
-            results = dask_runner(dask, out_dir)(tasks)
+            results = dask_runner(dask, work)(tasks)
         else:
             workers = min(jobs or parallel.default_jobs(), len(tasks))
-            sizes = {str(s.path): s.path.stat().st_size for s in sources}
+            sizes = {str(s.path): _size(s.path) for s in sources}
             results = parallel.run_local(workers, progress, sizes, task=load_part_parquet)(tasks)
         results = sorted(results, key=lambda r: r.index)
-        parts = parallel.loaded_parts(sources, results, warn)
-        _commit(out_dir, sources, parts, warn)
-    except BaseException:
-        if not is_dataset(out_dir):
-            shutil.rmtree(out_dir, ignore_errors=True)
+        parts = parallel.loaded_parts(sources, results, warn, out_dir)
+        _commit(work, sources, parts, warn)
+        shutil.rmtree(work / STAGING, ignore_errors=True)
+        _fault("publish")
+        outputs.publish_folder(work, out_dir, force, replaceable, "a tracekit dataset")
+    except Exception as exc:
+        if outputs.is_space_error(exc):
+            raise outputs.space_error(out_dir, exc) from None
         raise
     finally:
-        shutil.rmtree(out_dir / STAGING, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     parallel.raise_partial(out_dir, parts, results, warn)
     return out_dir
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # its task reports why
+
+
+def _check_target(out_dir: Path, force: bool) -> None:
+    """Before any work, what the final swap decides again: may ``out_dir`` be written (or replaced)?"""
+    if not out_dir.parent.is_dir():
+        raise TracekitError(f"{out_dir}: directory {out_dir.parent} does not exist")
+    if not out_dir.exists() or (out_dir.is_dir() and not any(out_dir.iterdir())):
+        return
+    if not force:
+        raise outputs.exists_error(out_dir)
+    if not out_dir.is_dir() or not replaceable(out_dir):
+        raise TracekitError(f"{out_dir}: not a tracekit dataset; --force replaces only a tracekit dataset")
+
+
+def _fault(point: str) -> None:
+    """A deterministic fault for tests: ``TRACEKIT_FAULT=enospc@POINT`` fails there as a full disk does."""
+    if os.environ.get("TRACEKIT_FAULT") == f"enospc@{point}":
+        import errno
+
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> None:
@@ -210,6 +269,7 @@ def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> N
                     continue
                 dest.mkdir(parents=True, exist_ok=True)
                 os.replace(staged / f"{table}.parquet", dest / "data.parquet")
+                _fault("commit")
             entries.append(
                 {"trace_id": trace_id, "path": part.path, "id_base": id_base, "events": events, "staged": str(staged)}
             )

@@ -18,6 +18,7 @@ loads, and the output appears only complete (written beside it, then renamed).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Callable
@@ -46,6 +47,7 @@ class PartResult:
     skipped: bool = False  # found in a directory but not a trace (a manifest): skipped, as a one-process load does
     error: str | None = None  # the problem, for TraceFormatError(path, error)
     loaded_on: str | None = None
+    space: bool = False  # the error is a full disk (or a file-size limit): the whole load stops, not one file
 
 
 class PartialLoadError(TracekitError):
@@ -119,7 +121,7 @@ def load_part(
         return PartResult(index, path, None, error=exc.problem, loaded_on=loaded_on())
     except (TracekitError, duckdb.Error, OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return PartResult(index, path, None, error=first, loaded_on=loaded_on())
+        return PartResult(index, path, None, error=first, loaded_on=loaded_on(), space=outputs.is_space_error(exc))
     return PartResult(index, path, part, loaded_on=loaded_on())
 
 
@@ -237,6 +239,55 @@ def write_merged(
 
 Runner = Callable[[list[tuple]], list[PartResult]]
 
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
+
+
+def die_with_parent(parent: int) -> None:
+    """In a worker process: end when ``parent`` (the tracekit process that started it) ends, even by SIGKILL.
+
+    On Linux the kernel sends SIGKILL at the parent's death (``PR_SET_PDEATHSIG``);
+    a parent already gone before that was set ends the worker here. Elsewhere a
+    thread watches the parent. Ctrl-C is the parent's to handle: it stops the
+    pool (a terminal sends SIGINT to the whole process group).
+    """
+    import signal
+    import sys
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    armed = False
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != parent:
+        os._exit(1)
+    if not armed:
+        import threading
+        import time
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(0.2)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="tracekit-parent-watch", daemon=True).start()
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now (Ctrl-C, an error): pending tasks cancelled, running workers killed, not awaited."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.kill()
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.join(timeout=1)
+
 
 def run_local(
     jobs: int, progress=None, sizes: dict[str, int] | None = None, task: Callable[..., PartResult] = load_part
@@ -255,7 +306,12 @@ def run_local(
                 done += (sizes or {}).get(args[1], 0)
             return results
         # spawn: a fresh interpreter per worker, never a fork of a process that has DuckDB threads.
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        # Each worker dies with this process (die_with_parent); on Ctrl-C or an error the pool is stopped,
+        # not waited for.
+        pool = ProcessPoolExecutor(
+            max_workers=jobs, mp_context=get_context("spawn"), initializer=die_with_parent, initargs=(os.getpid(),)
+        )
+        try:
             futures = [pool.submit(task, *args) for args in tasks]
             for future in as_completed(futures):
                 result = future.result()
@@ -263,6 +319,10 @@ def run_local(
                 done += (sizes or {}).get(result.path, 0)
                 if progress:
                     progress(done, total, result.path)
+        except BaseException:
+            _stop(pool)
+            raise
+        pool.shutdown(wait=True)
         return results
 
     return run
@@ -315,14 +375,19 @@ def build_file(
 
 
 def _finish(out, sources, results: list[PartResult], warn, memory_limit, linked) -> Path:
-    loaded = loaded_parts(sources, results, warn)
+    loaded = loaded_parts(sources, results, warn, out)
     write_merged(out, sources, [str(r.part) for r in loaded], memory_limit, linked, warn)
     raise_partial(out, loaded, results, warn)
     return out
 
 
-def loaded_parts(sources, results: list[PartResult], warn) -> list[PartResult]:
-    """The results that loaded; warns of the skipped files, raises when none loaded (nothing is written then)."""
+def loaded_parts(sources, results: list[PartResult], warn, out=None) -> list[PartResult]:
+    """The results that loaded; warns of the skipped files, raises when none loaded (nothing is written then)
+    or when a task ran out of disk (``out`` not written: a full disk is no one file's failure)."""
+    for result in results:
+        if result.space:
+            where = out if out is not None else result.path
+            raise outputs.space_error(Path(where), OSError(result.error or "no space left on device"))
     skipped = [r.path for r in results if r.skipped]
     if skipped and warn:
         warn(f"skipped {len(skipped)} JSON file(s) without trace events: " + ", ".join(skipped))

@@ -1,0 +1,261 @@
+"""The second round of reliability promises (docs/safety.md): outputs replaced only by complete new ones,
+workers that die with their parent, errors that name the cause and the file, linear reading of hostile
+layouts, settings user SQL cannot change.
+
+Inputs are the project's own CPU captures (sample_traces/cpu_attention) and synthetic traces whose truth is
+known by construction (tests/synthetic.py's "math" variant, or written here). A full disk is a deterministic
+fault hook (``TRACEKIT_FAULT=enospc@POINT``, which the dataset writer honours) or RLIMIT_FSIZE in a child.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import slow_unless
+from synthetic import post_variants
+
+import tracekit
+from tracekit.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces" / "cpu_attention"
+ROOT_USER = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.fixture
+def trace_file(tmp_path):
+    path = tmp_path / "math.json.gz"
+    post_variants()["math"].write(path)
+    return path
+
+
+def _env(**extra) -> dict:
+    env = {**os.environ, **extra}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def _cli(*args, **extra):
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit", *map(str, args)], capture_output=True, text=True, env=_env(**extra)
+    )
+
+
+def _one_line(err: str, *needles: str) -> str:
+    err = err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("Error: "), err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def _hidden(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+def _traces(dataset: Path) -> int:
+    with tracekit.load(dataset) if dataset.is_dir() else tracekit.open(dataset) as trace:
+        return trace.rows("SELECT count(*) FROM traces")[0][0]
+
+
+# ---- 1. an output is replaced only by a complete new one --------------------------------------------------
+
+
+@pytest.fixture
+def dataset(tmp_path, trace_file):
+    out = tmp_path / "ds"
+    assert main(["load", str(trace_file), "-o", str(out), "--parquet", "-q"]) == 0
+    return out
+
+
+def test_a_failed_parquet_force_keeps_the_old_dataset(dataset, tmp_path, capsys):
+    """The old folder was removed before the build: a bad input left nothing."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    before = sorted(p.relative_to(dataset) for p in dataset.rglob("*"))
+    assert main(["load", str(bad), "-o", str(dataset), "--parquet", "--force", "-q"]) == 1
+    _one_line(capsys.readouterr().err, str(bad))
+    assert sorted(p.relative_to(dataset) for p in dataset.rglob("*")) == before
+    assert _traces(dataset) == 1
+    assert _hidden(tmp_path) == []
+
+
+@pytest.mark.parametrize("point", [slow_unless(p == "part", p) for p in ("part", "commit", "publish")])
+def test_a_full_disk_during_a_parquet_force_keeps_the_old_dataset(point, dataset, tmp_path, trace_file, monkeypatch):
+    """A full disk in a task, while the partitions move into place, or at the swap: one line naming the output,
+    the old dataset as it was (a partial dataset of the traces written before was once committed)."""
+    second = tmp_path / "math2.json.gz"
+    shutil.copyfile(trace_file, second)
+    monkeypatch.setenv("TRACEKIT_FAULT", f"enospc@{point}")
+    args = ["load", str(trace_file), str(second), "-o", str(dataset), "--parquet", "--force", "-q", "--jobs", "1"]
+    proc = _cli(*args, TRACEKIT_FAULT=f"enospc@{point}")
+    assert proc.returncode == 1
+    _one_line(proc.stderr, f"{dataset}:", "No space left", "nothing was replaced")
+    assert _traces(dataset) == 1
+    assert _hidden(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_parquet_force_replaces_a_dataset_and_a_killed_loads_leftover(dataset, tmp_path, trace_file, capsys):
+    second = tmp_path / "math2.json.gz"
+    shutil.copyfile(trace_file, second)
+    assert main(["load", str(trace_file), str(second), "-o", str(dataset), "--parquet", "--force", "-q"]) == 0
+    assert _traces(dataset) == 2
+    # What a killed load of the earlier layout left: a folder without its manifest, holding its parts.
+    stale = tmp_path / "stale"
+    (stale / ".staging" / "000000.123.tmp").mkdir(parents=True)
+    (stale / "events").mkdir()
+    assert main(["load", str(trace_file), "-o", str(stale), "--parquet", "-q"]) == 1
+    _one_line(capsys.readouterr().err, "already exists", "--force")
+    assert main(["load", str(trace_file), "-o", str(stale), "--parquet", "--force", "-q"]) == 0
+    assert _traces(stale) == 1
+    # Anything else is not replaced, even with --force.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert main(["load", str(trace_file), "-o", str(other), "--parquet", "--force", "-q"]) == 1
+    _one_line(capsys.readouterr().err, "not a tracekit dataset")
+    assert (other / "notes.txt").read_text() == "mine"
+
+
+def test_a_killed_parquet_loads_folder_is_removed_by_the_next(tmp_path, trace_file):
+    """The build folder carries the host and pid of its process, as outputs' temporary files do."""
+    from tracekit.common import outputs
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = outputs.temp_name(tmp_path / "ds")
+    stale = stale.with_name(stale.name.replace(f"-{os.getpid()}-", f"-{int(dead.stdout)}-"))
+    (stale / "events").mkdir(parents=True)
+    assert main(["load", str(trace_file), "-o", str(tmp_path / "ds"), "--parquet", "-q"]) == 0
+    assert _hidden(tmp_path) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parquet", [False, True], ids=["duckdb", "parquet"])
+def test_concurrent_loads_to_one_new_output_exactly_one_wins(parquet, tmp_path, trace_file):
+    """Without --force, "exists" is decided at the swap: of 4 loads started together to one new -o, one
+    writes it and the others say it exists (all 8 once exited 0, 7 replacing a file that existed by then)."""
+    out = tmp_path / ("ds" if parquet else "t.duckdb")
+    args = ["load", str(trace_file), "-o", str(out), "-q"] + (["--parquet"] if parquet else [])
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tracekit", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()
+        )
+        for _ in range(4)
+    ]
+    results = [(p.wait(60), p.stderr.read().decode()) for p in procs]
+    assert sorted(code for code, _ in results) == [0, 1, 1, 1], results
+    for code, err in results:
+        if code:
+            _one_line(err, "already exists")
+    assert _traces(out) == 1
+    assert _hidden(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_concurrent_parquet_force_loads_both_succeed(dataset, tmp_path, trace_file):
+    """The loser of two --force loads once found the winner's half-built folder: "not a tracekit dataset"."""
+    args = [sys.executable, "-m", "tracekit", "load", str(trace_file), "-o", str(dataset), "--parquet", "--force", "-q"]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()) for _ in range(3)]
+    results = [(p.wait(60), p.stderr.read().decode()) for p in procs]
+    assert [code for code, _ in results] == [0, 0, 0], results
+    assert _traces(dataset) == 1
+    assert _hidden(tmp_path) == []
+
+
+# ---- 2. workers die with their parent ------------------------------------------------------------------
+
+
+def _descendants(pid: int) -> set[int]:
+    """The live descendants of ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _kill_when_workers_run(args: list[str], workers: int, tmp_path: Path) -> tuple[float, set[int]]:
+    """Start ``tracekit ARGS`` with pipes, SIGKILL it once ``workers`` worker processes run, and return the
+    seconds until its pipes close (every process holding them gone) and the descendants seen."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracekit", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()
+    )
+    seen: set[int] = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        seen |= _descendants(proc.pid)
+        if len([p for p in _descendants(proc.pid) if _alive(p)]) > workers:  # the workers and the resource tracker
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the load ended before it could be killed: give it more work"
+    time.sleep(0.3)  # the workers are in their tasks
+    seen |= _descendants(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)
+    start = time.monotonic()
+    proc.communicate(timeout=30)  # EOF once every holder of the pipes is gone
+    return time.monotonic() - start, seen
+
+
+def _copies(tmp_path: Path, n: int) -> list[str]:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(n):
+        shutil.copyfile(SAMPLES / "flash.json.gz", folder / f"t{i}.json.gz")
+    return [str(folder)]
+
+
+@pytest.mark.parametrize("parquet", [slow_unless(not p, p, id=i) for p, i in ((False, "jobs"), (True, "parquet"))])
+def test_sigkill_of_a_parallel_load_leaves_no_process(parquet, tmp_path):
+    """Kill -9 of ``load --jobs 2`` left its workers and resource tracker alive (one set after 522 s), holding
+    the caller's pipes open."""
+    args = [*_copies(tmp_path, 40), "-o", str(tmp_path / ("ds" if parquet else "t.duckdb")), "--jobs", "2", "--link"]
+    if parquet:
+        args = [a for a in args if a != "--link"] + ["--parquet"]
+    waited, seen = _kill_when_workers_run(["load", *args], 2, tmp_path)
+    assert seen, "no worker process was seen"
+    assert waited < 2, f"the pipes stayed open {waited:.1f} s after the kill"
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and any(_alive(p) for p in seen):
+        time.sleep(0.05)
+    assert not [p for p in seen if _alive(p)]
+
+
+@pytest.mark.slow
+def test_sigkill_of_a_dask_local_load_leaves_no_process(tmp_path):
+    pytest.importorskip("distributed")
+    args = [*_copies(tmp_path, 40), "-o", str(tmp_path / "ds"), "--parquet", "--dask", "local:2"]
+    waited, seen = _kill_when_workers_run(["load", *args], 2, tmp_path)
+    assert waited < 2, f"the pipes stayed open {waited:.1f} s after the kill"
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and any(_alive(p) for p in seen):
+        time.sleep(0.05)
+    assert not [p for p in seen if _alive(p)]
