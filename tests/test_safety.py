@@ -213,11 +213,11 @@ def _kill_when_workers_run(args: list[str], workers: int, tmp_path: Path) -> tup
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
         seen |= _descendants(proc.pid)
-        if len([p for p in _descendants(proc.pid) if _alive(p)]) > workers:  # the workers and the resource tracker
+        # The workers (and the resource tracker) run, and a task has begun writing its part.
+        if len(seen) > workers and any(p.name.startswith("00000") for p in tmp_path.rglob("*")):
             break
         time.sleep(0.05)
     assert proc.poll() is None, "the load ended before it could be killed: give it more work"
-    time.sleep(0.3)  # the workers are in their tasks
     seen |= _descendants(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)
     start = time.monotonic()

@@ -7,7 +7,14 @@ dependencies are imported lazily so that ``tracekit.capture`` (which needs
 only torch) works on machines without them.
 """
 
+import os as _os
+
 __version__ = "0.1.0"
+
+if _os.environ.get("TRACEKIT_WORKER_OF"):  # a load's worker process: it dies with its parent (common/lifeline)
+    from tracekit.common import lifeline as _lifeline
+
+    _lifeline.arm_from_environment()
 
 __all__ = ["load", "open", "Trace", "Result", "TracekitError", "__version__"]
 

@@ -181,7 +181,9 @@ class Trace:
             self._con.execute("SET enable_external_access = false")
 
     def _connection_for(self, sql: str) -> duckdb.DuckDBPyConnection:
-        """The connection to run ``sql`` on, linked first when it names a linked table."""
+        """The connection to run ``sql`` on, linked first when it names a linked table; ``sql`` may not
+        change a setting that protects the process (``sqlsafety.check_settings``)."""
+        sqlsafety.check_settings(sql)
         if not self.linked and needs_link(self._con, sql):
             self.link()
         return self._con

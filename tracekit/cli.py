@@ -207,6 +207,8 @@ def cli(debug, allow_files):
     """
     # --debug is read by main(), which turns errors into one line unless it is given; --allow-files by
     # files_flag(), for every trace a command opens.
+    if os.environ.get("TRACEKIT_MEMORY_LIMIT"):  # an error for every command, not only those that build
+        sqlsafety.memory_limit(os.environ["TRACEKIT_MEMORY_LIMIT"], "TRACEKIT_MEMORY_LIMIT")
 
 
 @cli.command(context_settings=CONTEXT)

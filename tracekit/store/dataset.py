@@ -40,7 +40,7 @@ from pathlib import Path
 import duckdb
 
 from tracekit import __version__
-from tracekit.common import outputs, sqlsafety
+from tracekit.common import lifeline, outputs, sqlsafety
 from tracekit.common.sqltext import insert_rows, literal
 from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.ingest import events_table
@@ -118,7 +118,16 @@ def dask_runner(address: str, out_dir: Path | None = None) -> parallel.Runner:
                 workers = int(address.split(":", 1)[1])
             except ValueError:
                 raise TracekitError(f"bad --dask address {address!r}: use local:N or tcp://host:port") from None
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+            import dask
+
+            # A local cluster's workers end with this process, even killed: the environment set just before
+            # each spawn names this process, and the worker arms itself as it starts (lifeline's dask_setup).
+            spawn_env = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **lifeline.spawn_environ()}
+            preload = [*dask.config.get("distributed.worker.preload", []), "tracekit.common.lifeline"]
+            with dask.config.set(
+                {"distributed.nanny.pre-spawn-environ": spawn_env, "distributed.worker.preload": preload}
+            ):
+                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
             client = Client(cluster)
         else:
             cluster = None

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit.common import outputs, sqlmodules, sqlsafety
+from tracekit.common import lifeline, outputs, sqlmodules, sqlsafety
 from tracekit.errors import NotATraceError, TraceFormatError, TracekitError
 from tracekit.ingest import events_table
 from tracekit.ingest.sources import Source, discover, trace_labels
@@ -239,43 +239,6 @@ def write_merged(
 
 Runner = Callable[[list[tuple]], list[PartResult]]
 
-_PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
-
-
-def die_with_parent(parent: int) -> None:
-    """In a worker process: end when ``parent`` (the tracekit process that started it) ends, even by SIGKILL.
-
-    On Linux the kernel sends SIGKILL at the parent's death (``PR_SET_PDEATHSIG``);
-    a parent already gone before that was set ends the worker here. Elsewhere a
-    thread watches the parent. Ctrl-C is the parent's to handle: it stops the
-    pool (a terminal sends SIGINT to the whole process group).
-    """
-    import signal
-    import sys
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    armed = False
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
-        except (OSError, AttributeError):
-            armed = False
-    if os.getppid() != parent:
-        os._exit(1)
-    if not armed:
-        import threading
-        import time
-
-        def watch() -> None:
-            while os.getppid() == parent:
-                time.sleep(0.2)
-            os._exit(1)
-
-        threading.Thread(target=watch, name="tracekit-parent-watch", daemon=True).start()
-
 
 def _stop(pool: ProcessPoolExecutor) -> None:
     """Stop a pool now (Ctrl-C, an error): pending tasks cancelled, running workers killed, not awaited."""
@@ -309,10 +272,11 @@ def run_local(
         # Each worker dies with this process (die_with_parent); on Ctrl-C or an error the pool is stopped,
         # not waited for.
         pool = ProcessPoolExecutor(
-            max_workers=jobs, mp_context=get_context("spawn"), initializer=die_with_parent, initargs=(os.getpid(),)
+            max_workers=jobs, mp_context=get_context("spawn"), initializer=lifeline.worker_init, initargs=(os.getpid(),)
         )
         try:
-            futures = [pool.submit(task, *args) for args in tasks]
+            with lifeline.workers_die_with_me():  # the workers start at the submits
+                futures = [pool.submit(task, *args) for args in tasks]
             for future in as_completed(futures):
                 result = future.result()
                 results.append(result)
