@@ -259,3 +259,54 @@ def test_sigkill_of_a_dask_local_load_leaves_no_process(tmp_path):
     while time.monotonic() < deadline and any(_alive(p) for p in seen):
         time.sleep(0.05)
     assert not [p for p in seen if _alive(p)]
+
+
+# ---- 4. errors name the cause and the file ---------------------------------------------------------------
+
+
+def _interrupt_at(args: list[str], at: float, tmp_path: Path, name: str) -> tuple[int, str, float, list[str]]:
+    """Run ``tracekit ARGS`` (OUT replaced by a fresh folder), SIGINT it after ``at`` s; return its exit code,
+    stderr, the seconds it took to end after the signal, and what it left in its output folder and TMPDIR."""
+    out = tmp_path / f"out-{name}"
+    staging = tmp_path / f"tmp-{name}"
+    out.mkdir()
+    staging.mkdir()
+    args = [a.replace("OUT", str(out)) for a in args]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracekit", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(TMPDIR=str(staging)),
+    )
+    time.sleep(at)
+    proc.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    took = time.monotonic() - start
+    return proc.returncode, err.decode(), took, sorted(p.name for p in [*out.iterdir(), *staging.iterdir()])
+
+
+@pytest.mark.parametrize(
+    "mode,at",
+    [
+        slow_unless(i == 0, mode, at, id=f"{mode}@{at}")
+        for i, (mode, at) in enumerate(
+            [("jobs", 1.0)] + [(m, t) for m in ("link", "jobs", "parquet") for t in (0.5, 0.8, 1.2, 1.8, 2.5)]
+        )
+    ],
+)
+def test_sigint_at_any_moment_is_interrupted_130_and_leaves_nothing(mode, at, tmp_path):
+    """SIGINT once gave a 23-line traceback (while modules imported) or DuckDB's "INTERRUPT Error" and exit 1;
+    ``--jobs 2`` waited for its workers. (Before 0.5 s the interpreter itself may still be starting: Python's
+    own startup, before any tracekit code, is outside the promise.)"""
+    inputs = _copies(tmp_path, 40)
+    args = {
+        "link": ["load", *inputs, "-o", "OUT/t.duckdb", "--link", "--jobs", "1"],
+        "jobs": ["load", *inputs, "-o", "OUT/t.duckdb", "--jobs", "2"],
+        "parquet": ["load", *inputs, "-o", "OUT/ds", "--parquet", "--jobs", "2"],
+    }[mode]
+    code, err, took, left = _interrupt_at(args, at, tmp_path, f"{mode}{at}")
+    assert code == 130, err[-2000:]
+    assert err.strip() == "Interrupted.", err[-2000:]
+    assert took < 1.0, f"took {took:.2f} s to stop"
+    assert left == []

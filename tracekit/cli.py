@@ -822,7 +822,25 @@ def run() -> NoReturn:
     """The ``tracekit`` command (console script, ``python -m tracekit``): set up the process,
     run ``main``, then end the process without the interpreter's teardown."""
     os.environ.setdefault(*POLARS_ALLOCATOR)
+    _note_interrupts()
     exit_process(main())
+
+
+_interrupted = False
+
+
+def _note_interrupts() -> None:
+    """Ctrl-C raises KeyboardInterrupt as by default, and is remembered: whatever error it becomes on the way
+    out (DuckDB's "INTERRUPT Error", a load's cleanup failing), ``main`` reports "Interrupted." and 130."""
+    import signal
+
+    def interrupted(signum, frame):
+        global _interrupted
+        _interrupted = True
+        raise KeyboardInterrupt
+
+    if signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.SIG_DFL):  # not when started ignoring it
+        signal.signal(signal.SIGINT, interrupted)
 
 
 def exit_process(code: int) -> NoReturn:
@@ -854,7 +872,10 @@ def main(argv=None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         cli.main(args=argv, prog_name="tracekit", standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt) or _interrupted:  # click's Abort of a Ctrl-C
+            click.echo("Interrupted.", err=True)
+            return 130
         click.echo("Aborted.", err=True)
         return 1
     except KeyboardInterrupt:
@@ -871,6 +892,9 @@ def main(argv=None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 1
     except Exception as exc:
+        if _interrupted or isinstance(exc, duckdb.InterruptException):
+            click.echo("Interrupted.", err=True)
+            return 130
         if debug:
             traceback.print_exc()
         click.echo(f"Error: {error_line(exc, debug)}", err=True)

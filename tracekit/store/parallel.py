@@ -241,7 +241,8 @@ Runner = Callable[[list[tuple]], list[PartResult]]
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
-    """Stop a pool now (Ctrl-C, an error): pending tasks cancelled, running workers killed, not awaited."""
+    """Stop a pool now (Ctrl-C, an error): pending tasks cancelled, running workers killed and reaped, not
+    awaited, and the staging folders they had in TMPDIR removed."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
@@ -250,6 +251,7 @@ def _stop(pool: ProcessPoolExecutor) -> None:
     for process in processes:
         with contextlib.suppress(Exception):
             process.join(timeout=1)
+    outputs.clean_staging()
 
 
 def run_local(
