@@ -166,8 +166,12 @@ class Trace:
             if not linked or not pipeline.is_built(self._con):
                 # Not writable by this process (or another connection of this process still holds the
                 # file as it was): link for this connection only, under the same memory cap.
-                self._con.execute("SET memory_limit = ?", [database.link_memory_limit(self._con)])
-                pipeline.build(self._con, temp=True)
+                limit = database.link_memory_limit(self._con)
+                self._con.execute("SET memory_limit = ?", [limit])
+                try:
+                    pipeline.build(self._con, temp=True)
+                except duckdb.OutOfMemoryException as exc:
+                    raise database.out_of_memory(self.path, limit, exc, "linking it") from None
         else:
             pipeline.build(self._con)
         self._linked = True

@@ -43,7 +43,7 @@ def output_options(fn):
     @click.option(
         "-o",
         "--output",
-        type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+        type=click.Path(allow_dash=True, path_type=Path),
         help="Write to FILE instead of stdout ('-': stdout, e.g. -f parquet into a pipe).",
     )
     @table_options
@@ -485,13 +485,13 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
 @click.option(
     "--html",
     "html_path",
-    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    type=click.Path(allow_dash=True, path_type=Path),
     help="Also write the report as one self-contained HTML page with plots (opens offline); '-': stdout.",
 )
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    type=click.Path(allow_dash=True, path_type=Path),
     help="Also write every number of the report as JSON; '-': stdout.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress; no terminal report when writing --html or --json.")
@@ -766,7 +766,7 @@ def export_group():
     "-o",
     "--output",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     help="Chrome JSON file to write (gzipped when it ends in .gz); replaced if it exists.",
 )
 @click.option(
@@ -909,6 +909,13 @@ def error_line(exc: BaseException, debug: bool = False) -> str:
     if isinstance(exc, (TracekitError, duckdb.Error, OSError, ValueError)) and first:
         if isinstance(exc, OSError) and outputs.is_space_error(exc):
             return f"{first} (out of space: free some, or set TMPDIR for the staging copy of a load)"
+        if ("Out of Memory Error" in first or "failed to allocate" in first) and "memory cap" not in first:
+            env = os.environ.get("TRACEKIT_MEMORY_LIMIT")
+            now = f", now {env}" if env else ""
+            return (
+                f"{first} (out of memory under tracekit's memory cap: raise it with --memory-limit or "
+                f"TRACEKIT_MEMORY_LIMIT{now}, or write large results with -o FILE)"
+            )
         return first
     if isinstance(exc, MemoryError):
         return (

@@ -201,7 +201,7 @@ def build(
             results = dask_runner(dask, work)(tasks)
         else:
             workers = min(jobs or parallel.default_jobs(), len(tasks))
-            sizes = {str(s.path): _size(s.path) for s in sources}
+            sizes = {str(s.path): parallel.file_size(s.path) for s in sources}
             results = parallel.run_local(workers, progress, sizes, task=load_part_parquet)(tasks)
         results = sorted(results, key=lambda r: r.index)
         parts = parallel.loaded_parts(sources, results, warn, out_dir)
@@ -217,13 +217,6 @@ def build(
         shutil.rmtree(work, ignore_errors=True)
     parallel.raise_partial(out_dir, parts, results, warn)
     return out_dir
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0  # its task reports why
 
 
 def _check_target(out_dir: Path, force: bool) -> None:

@@ -19,6 +19,7 @@ loads, and the output appears only complete (written beside it, then renamed).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 from collections.abc import Callable
@@ -121,11 +122,21 @@ def load_part(
         return PartResult(index, path, None, error=exc.problem, loaded_on=loaded_on())
     except (TracekitError, duckdb.Error, OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, OSError) and exc.strerror:  # the cause; the warning names the file
+            first = "symbolic link loop" if exc.errno == errno.ELOOP else exc.strerror
         return PartResult(index, path, None, error=first, loaded_on=loaded_on(), space=outputs.is_space_error(exc))
     return PartResult(index, path, part, loaded_on=loaded_on())
 
 
 BASE_TABLES = ("traces", "devices", "events")
+
+
+def file_size(path: Path) -> int:
+    """A file's size for the progress line; 0 when it cannot be read (its load task says why)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def shifted_column(table: str, name: str, column_type: str, offsets: dict[str, str], alias: str = "") -> str:
@@ -333,7 +344,7 @@ def build_file(
             (i, str(s.path), label, s.from_directory, str(work / f"{i:06d}.duckdb"), memory_limit, threads, link_tasks)
             for i, (s, label) in enumerate(zip(sources, labels))
         ]
-        run = runner or run_local(jobs, progress, {str(s.path): s.path.stat().st_size for s in sources})
+        run = runner or run_local(jobs, progress, {str(s.path): file_size(s.path) for s in sources})
         results = sorted(run(tasks), key=lambda r: r.index)
         return _finish(out, sources, results, warn, memory_limit, linked)
     finally:
