@@ -310,3 +310,43 @@ def test_sigint_at_any_moment_is_interrupted_130_and_leaves_nothing(mode, at, tm
     assert err.strip() == "Interrupted.", err[-2000:]
     assert took < 1.0, f"took {took:.2f} s to stop"
     assert left == []
+
+
+# ---- 5. linear-time reading of hostile layouts -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "layout", [slow_unless(i == 0, x) for i, x in enumerate(["leading", "between_keys", "huge_string"])]
+)
+def test_a_hostile_header_is_read_in_linear_time(layout, tmp_path, monkeypatch):
+    """256 MiB of white space before traceEvents ran past 300 s: each read of a block parsed the header again
+    from its start, skipping white space one character at a time in Python (quadratic). Here 4 MiB with
+    64 KiB blocks (64 reads): the characters parsed over all tries stay within 4x the header."""
+    from tracekit.ingest import scan
+
+    monkeypatch.setattr(scan, "BLOCK_BYTES", 64 << 10)
+    parsed = []
+    real = scan._parse_head
+
+    def counting(text, at_eof, path):
+        parsed.append(len(text))
+        return real(text, at_eof, path)
+
+    monkeypatch.setattr(scan, "_parse_head", counting)
+    n = 4 << 20
+    events = '[{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]'
+    text = {
+        "leading": " " * n + '{"traceEvents": ' + events + "}",
+        "between_keys": '{"a": 1,' + "\n" * n + '"traceEvents": ' + events + "}",
+        "huge_string": '{"name": "' + "x" * n + '", "traceEvents": ' + events + "}",
+    }[layout]
+    path = tmp_path / "hostile.json"
+    path.write_text(text)
+    start = time.monotonic()
+    staged = scan.stage(path, tmp_path, "t")
+    took = time.monotonic() - start
+    assert sum(parsed) <= 4 * len(text), f"{len(parsed)} tries parsed {sum(parsed):,} characters"
+    assert took < 5, f"{took:.1f} s"
+    assert staged.form == "object"
+    with tracekit.load(path) as trace:
+        assert trace.rows("SELECT count(*) FROM events") == [(1,)]
