@@ -312,6 +312,144 @@ def test_sigint_at_any_moment_is_interrupted_130_and_leaves_nothing(mode, at, tm
     assert left == []
 
 
+def test_out_of_memory_names_the_file_and_the_cap(trace_file, tmp_path, monkeypatch, capsys):
+    """Out of memory while linking was reported as "TransactionContext Error: Current transaction is aborted":
+    the build's cleanup ran on the aborted transaction and replaced the real error."""
+    db = tmp_path / "t.duckdb"
+    tracekit.load(trace_file, output=db).close()
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "4MB")
+    assert main(["query", "stage_breakdown", str(db)]) == 1
+    err = _one_line(capsys.readouterr().err, str(db), "out of memory", "4MB", "TRACEKIT_MEMORY_LIMIT")
+    assert "transaction is aborted" not in err.lower()
+
+
+def test_one_unreadable_file_among_many_is_named_and_the_rest_load(trace_file, tmp_path, capsys):
+    """A folder with one file the cap's estimate could not open gave that error and no output (the cap was
+    estimated by opening every file before any task). A symbolic link loop stands in for an unreadable file:
+    root reads a mode-000 file."""
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for i in range(3):
+        shutil.copyfile(trace_file, folder / f"rank{i}.json.gz")
+    (folder / "rank3.json").symlink_to(folder / "rank3.json")
+    out = tmp_path / "t.duckdb"
+    assert main(["load", str(folder), "-o", str(out), "-q", "--jobs", "1"]) == 1
+    err = capsys.readouterr().err
+    assert f"{folder / 'rank3.json'}: symbolic link loop" in err
+    assert "1 of 4 trace files failed to load (rank3.json)" in err
+    assert _traces(out) == 3
+
+
+@pytest.mark.parametrize("kind", ["loop", "dangling"])
+def test_a_bad_link_is_named_as_such(kind, tmp_path, capsys):
+    """A symbolic link loop was reported as "no such file or directory"."""
+    link = tmp_path / "t.json"
+    link.symlink_to(link if kind == "loop" else tmp_path / "gone.json")
+    assert main(["load", str(link), "-o", str(tmp_path / "t.duckdb")]) == 1
+    _one_line(capsys.readouterr().err, str(link), "symbolic link loop" if kind == "loop" else "dangling")
+
+
+@pytest.mark.skipif(ROOT_USER, reason="root reads and writes whatever the modes say")
+def test_permissions_are_named_as_such(trace_file, tmp_path, capsys):
+    """An unreadable folder was "holds no *.json"; load -o into a read-only folder named the temporary file."""
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    shutil.copyfile(trace_file, folder / "rank0.json.gz")
+    folder.chmod(0)
+    try:
+        assert main(["load", str(folder), "-o", str(tmp_path / "t.duckdb")]) == 1
+        _one_line(capsys.readouterr().err, str(folder), "permission denied")
+    finally:
+        folder.chmod(0o755)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        assert main(["load", str(trace_file), "-o", str(locked / "t.duckdb")]) == 1
+        err = _one_line(capsys.readouterr().err, str(locked / "t.duckdb"), "permission denied")
+        assert ".tk-" not in err
+    finally:
+        locked.chmod(0o755)
+
+
+def test_an_error_naming_the_temporary_file_names_the_output(tmp_path):
+    """What a writer into a temporary file reports (DuckDB's IOException) names the output instead."""
+    import duckdb
+
+    from tracekit.common import outputs
+    from tracekit.errors import TracekitError
+
+    target = tmp_path / "t.duckdb"
+    with pytest.raises(TracekitError) as caught, outputs.replacing(target) as tmp:
+        raise duckdb.IOException(f'IO Error: Cannot open file "{tmp}": Permission denied')
+    assert str(caught.value).startswith(f"{target}: cannot write it") and ".tk-" not in str(caught.value)
+    assert _hidden(tmp_path) == []
+
+
+_DIRECTORY_OUTPUTS = {
+    "sql": ["sql", "SRC", "SELECT 1", "-o", "DIR"],
+    "query": ["query", "gpu_timeline", "SRC", "-o", "DIR"],
+    "tables": ["tables", "SRC", "-o", "DIR"],
+    "report-html": ["report", "SRC", "--html", "DIR"],
+    "report-json": ["report", "SRC", "--json", "DIR"],
+    "export": ["export", "perfetto", "SRC", "-o", "DIR"],
+}
+
+
+@pytest.mark.parametrize("args", [slow_unless(i == 0, a, id=k) for i, (k, a) in enumerate(_DIRECTORY_OUTPUTS.items())])
+def test_a_directory_as_output_is_one_error_line(args, trace_file, tmp_path, capsys):
+    """It was click's usage error (exit 2, three lines)."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    args = [str(trace_file) if a == "SRC" else str(folder) if a == "DIR" else a for a in args]
+    assert main(args) == 1
+    _one_line(capsys.readouterr().err, str(folder), "is a directory")
+
+
+# ---- 6. settings that protect the process ------------------------------------------------------------------
+
+
+_PROTECTED = [
+    "SET memory_limit = '1TB'",
+    "SET GLOBAL threads = 64",
+    "PRAGMA threads = 64",
+    "RESET memory_limit",
+    "SELECT 1; /* then */ SET max_temp_directory_size = '1PB'",
+    "SET \"temp_directory\" TO '/'",
+]
+
+
+@pytest.mark.parametrize("statement", [slow_unless(i == 0, s) for i, s in enumerate(_PROTECTED)])
+def test_user_sql_cannot_change_a_protected_setting(statement, trace_file, capsys):
+    """SET memory_limit and threads were accepted from user SQL."""
+    assert main(["sql", str(trace_file), statement]) == 1
+    _one_line(capsys.readouterr().err, "may not change the setting")
+    with tracekit.load(trace_file) as trace:
+        with pytest.raises(tracekit.TracekitError, match="may not change the setting"):
+            trace.sql(statement)
+        # Reading settings, the user's own variables and PRAGMAs that read stay allowed.
+        trace.sql("SET VARIABLE x = 41")
+        assert trace.rows("SELECT getvariable('x') + 1") == [(42,)]
+        assert trace.rows("SELECT current_setting('threads') > 0") == [(True,)]
+        assert trace.rows("PRAGMA table_info('events')")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        slow_unless(i == 0, c)
+        for i, c in enumerate([["query", "gpu_timeline", "SRC"], ["sql", "SRC", "SELECT 1"], ["stages", "SRC"]])
+    ],
+)
+def test_an_invalid_memory_limit_fails_every_command(command, trace_file, tmp_path, monkeypatch, capsys):
+    """``query`` over a database it did not have to link ignored an invalid TRACEKIT_MEMORY_LIMIT."""
+    db = tmp_path / "t.duckdb"
+    tracekit.load(trace_file, output=db).close()
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "lots")
+    assert main([str(db) if a == "SRC" else a for a in command]) == 1
+    _one_line(capsys.readouterr().err, "TRACEKIT_MEMORY_LIMIT='lots'")
+
+
 # ---- 5. linear-time reading of hostile layouts -----------------------------------------------------------
 
 
