@@ -87,17 +87,19 @@ def test_a_failed_parquet_force_keeps_the_old_dataset(dataset, tmp_path, capsys)
     assert _hidden(tmp_path) == []
 
 
-@pytest.mark.parametrize("point", [slow_unless(p == "part", p) for p in ("part", "commit", "publish")])
-def test_a_full_disk_during_a_parquet_force_keeps_the_old_dataset(point, dataset, tmp_path, trace_file, monkeypatch):
+@pytest.mark.parametrize("point", [slow_unless(p == "commit", p) for p in ("commit", "part", "publish")])
+def test_a_full_disk_during_a_parquet_force_keeps_the_old_dataset(
+    point, dataset, tmp_path, trace_file, monkeypatch, capsys
+):
     """A full disk in a task, while the partitions move into place, or at the swap: one line naming the output,
     the old dataset as it was (a partial dataset of the traces written before was once committed)."""
     second = tmp_path / "math2.json.gz"
     shutil.copyfile(trace_file, second)
     monkeypatch.setenv("TRACEKIT_FAULT", f"enospc@{point}")
     args = ["load", str(trace_file), str(second), "-o", str(dataset), "--parquet", "--force", "-q", "--jobs", "1"]
-    proc = _cli(*args, TRACEKIT_FAULT=f"enospc@{point}")
-    assert proc.returncode == 1
-    _one_line(proc.stderr, f"{dataset}:", "No space left", "nothing was replaced")
+    assert main(args) == 1
+    _one_line(capsys.readouterr().err, f"{dataset}:", "No space left", "nothing was replaced")
+    monkeypatch.delenv("TRACEKIT_FAULT")
     assert _traces(dataset) == 1
     assert _hidden(tmp_path) == []
 
@@ -125,6 +127,7 @@ def test_parquet_force_replaces_a_dataset_and_a_killed_loads_leftover(dataset, t
     assert (other / "notes.txt").read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_a_killed_parquet_loads_folder_is_removed_by_the_next(tmp_path, trace_file):
     """The build folder carries the host and pid of its process, as outputs' temporary files do."""
     from tracekit.common import outputs
@@ -233,7 +236,8 @@ def _copies(tmp_path: Path, n: int) -> list[str]:
     return [str(folder)]
 
 
-@pytest.mark.parametrize("parquet", [slow_unless(not p, p, id=i) for p, i in ((False, "jobs"), (True, "parquet"))])
+@pytest.mark.slow
+@pytest.mark.parametrize("parquet", [False, True], ids=["jobs", "parquet"])
 def test_sigkill_of_a_parallel_load_leaves_no_process(parquet, tmp_path):
     """Kill -9 of ``load --jobs 2`` left its workers and resource tracker alive (one set after 522 s), holding
     the caller's pipes open."""
@@ -323,6 +327,7 @@ def test_out_of_memory_names_the_file_and_the_cap(trace_file, tmp_path, monkeypa
     assert "transaction is aborted" not in err.lower()
 
 
+@pytest.mark.slow
 def test_one_unreadable_file_among_many_is_named_and_the_rest_load(trace_file, tmp_path, capsys):
     """A folder with one file the cap's estimate could not open gave that error and no output (the cap was
     estimated by opening every file before any task). A symbolic link loop stands in for an unreadable file:
@@ -340,7 +345,7 @@ def test_one_unreadable_file_among_many_is_named_and_the_rest_load(trace_file, t
     assert _traces(out) == 3
 
 
-@pytest.mark.parametrize("kind", ["loop", "dangling"])
+@pytest.mark.parametrize("kind", [slow_unless(k == "loop", k) for k in ("loop", "dangling")])
 def test_a_bad_link_is_named_as_such(kind, tmp_path, capsys):
     """A symbolic link loop was reported as "no such file or directory"."""
     link = tmp_path / "t.json"
