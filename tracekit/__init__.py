@@ -12,7 +12,16 @@ import sys as _sys
 
 __version__ = "0.1.0"
 
-if _sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0] if _sys.argv else "") == "tracekit":
+
+def _is_the_command() -> bool:
+    """Whether this process is the ``tracekit`` command (``python -m tracekit``, or the console script)."""
+    command = list(getattr(_sys, "orig_argv", []))
+    if "-m" in command:
+        return command[command.index("-m") + 1 : command.index("-m") + 2] == ["tracekit"]
+    return _os.path.basename(_sys.argv[0] if _sys.argv else "") == "tracekit"
+
+
+if _is_the_command():
     # The tracekit command (python -m tracekit, or the console script) as it starts: Ctrl-C while its
     # modules import ends it as at any later moment (cli.run then takes SIGINT over), not in a traceback.
     import signal as _signal

@@ -44,6 +44,7 @@ def output_options(fn):
         "-o",
         "--output",
         type=click.Path(allow_dash=True, path_type=Path),
+        metavar="FILE",  # a directory is refused by outputs.target: one Error line, not a usage error
         help="Write to FILE instead of stdout ('-': stdout, e.g. -f parquet into a pipe).",
     )
     @table_options
@@ -486,12 +487,14 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     "--html",
     "html_path",
     type=click.Path(allow_dash=True, path_type=Path),
+    metavar="FILE",
     help="Also write the report as one self-contained HTML page with plots (opens offline); '-': stdout.",
 )
 @click.option(
     "--json",
     "json_path",
     type=click.Path(allow_dash=True, path_type=Path),
+    metavar="FILE",
     help="Also write every number of the report as JSON; '-': stdout.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress; no terminal report when writing --html or --json.")
@@ -767,6 +770,7 @@ def export_group():
     "--output",
     required=True,
     type=click.Path(path_type=Path),
+    metavar="FILE",
     help="Chrome JSON file to write (gzipped when it ends in .gz); replaced if it exists.",
 )
 @click.option(

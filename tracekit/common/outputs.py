@@ -169,6 +169,11 @@ def _publish(tmp: Path, path: Path) -> None:
             os.link(tmp, path)
         except FileExistsError:
             raise exists_error(path) from None
+        except OSError:  # a file system without hard links: checked, then renamed (not atomic there)
+            if os.path.lexists(path):
+                raise exists_error(path) from None
+            os.replace(tmp, path)
+            return
         os.unlink(tmp)
         return
     os.replace(tmp, path)
@@ -269,7 +274,11 @@ def _folder_lock(folder: Path) -> Iterator[None]:
         return
     fd = os.open(folder, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF):
+                raise  # else a file system without flock (some network ones): the renames alone
         yield
     finally:
         os.close(fd)
