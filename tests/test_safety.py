@@ -93,10 +93,8 @@ def test_a_full_disk_during_a_parquet_force_keeps_the_old_dataset(
 ):
     """A full disk in a task, while the partitions move into place, or at the swap: one line naming the output,
     the old dataset as it was (a partial dataset of the traces written before was once committed)."""
-    second = tmp_path / "math2.json.gz"
-    shutil.copyfile(trace_file, second)
     monkeypatch.setenv("TRACEKIT_FAULT", f"enospc@{point}")
-    args = ["load", str(trace_file), str(second), "-o", str(dataset), "--parquet", "--force", "-q", "--jobs", "1"]
+    args = ["load", str(trace_file), "-o", str(dataset), "--parquet", "--force", "-q", "--jobs", "1"]
     assert main(args) == 1
     _one_line(capsys.readouterr().err, f"{dataset}:", "No space left", "nothing was replaced")
     monkeypatch.delenv("TRACEKIT_FAULT")
