@@ -293,7 +293,9 @@ def _interrupt_at(args: list[str], at: float, tmp_path: Path, name: str) -> tupl
     [
         slow_unless(i == 0, mode, at, id=f"{mode}@{at}")
         for i, (mode, at) in enumerate(
-            [("jobs", 1.0)] + [(m, t) for m in ("link", "jobs", "parquet") for t in (0.5, 0.8, 1.2, 1.8, 2.5)]
+            [("jobs", 1.0)]
+            + [(m, t) for m in ("link", "jobs", "parquet") for t in (0.5, 0.8, 1.2, 1.8, 2.5)]
+            + [("dask", t) for t in (2.0, 3.0, 4.0)]
         )
     ],
 )
@@ -306,7 +308,10 @@ def test_sigint_at_any_moment_is_interrupted_130_and_leaves_nothing(mode, at, tm
         "link": ["load", *inputs, "-o", "OUT/t.duckdb", "--link", "--jobs", "1"],
         "jobs": ["load", *inputs, "-o", "OUT/t.duckdb", "--jobs", "2"],
         "parquet": ["load", *inputs, "-o", "OUT/ds", "--parquet", "--jobs", "2"],
+        "dask": ["load", *inputs, "-o", "OUT/ds", "--parquet", "--dask", "local:2"],
     }[mode]
+    if mode == "dask":
+        pytest.importorskip("distributed")
     code, err, took, left = _interrupt_at(args, at, tmp_path, f"{mode}{at}")
     assert code == 130, err[-2000:]
     assert err.strip() == "Interrupted.", err[-2000:]

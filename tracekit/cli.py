@@ -871,6 +871,15 @@ def exit_process(code: int) -> NoReturn:
     os._exit(code)
 
 
+def _interrupted_exit() -> int:
+    """Ctrl-C: one line, exit 130, and no staging folder of this process left (Ctrl-C may land between a
+    folder's creation and the cleanup that guards it)."""
+    with contextlib.suppress(Exception):
+        outputs.clean_staging(mine=True)
+    click.echo("Interrupted.", err=True)
+    return 130
+
+
 def main(argv=None) -> int:
     """Entry point: run the CLI; every error, expected or not, ends as one line (``--debug``: the traceback)."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
@@ -878,13 +887,11 @@ def main(argv=None) -> int:
         cli.main(args=argv, prog_name="tracekit", standalone_mode=False)
     except click.exceptions.Abort as exc:
         if isinstance(exc.__cause__, KeyboardInterrupt) or _interrupted:  # click's Abort of a Ctrl-C
-            click.echo("Interrupted.", err=True)
-            return 130
+            return _interrupted_exit()
         click.echo("Aborted.", err=True)
         return 1
     except KeyboardInterrupt:
-        click.echo("Interrupted.", err=True)
-        return 130
+        return _interrupted_exit()
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     except click.ClickException as exc:
@@ -897,8 +904,7 @@ def main(argv=None) -> int:
         return 1
     except Exception as exc:
         if _interrupted or isinstance(exc, duckdb.InterruptException):
-            click.echo("Interrupted.", err=True)
-            return 130
+            return _interrupted_exit()
         if debug:
             traceback.print_exc()
         click.echo(f"Error: {error_line(exc, debug)}", err=True)

@@ -83,12 +83,17 @@ def spawn_environ() -> dict[str, str]:
 @contextlib.contextmanager
 def workers_die_with_me() -> Iterator[None]:
     """Within: the processes this process starts die with it (from their first ``import tracekit``)."""
-    before = os.environ.get(ENV)
+    # The resource tracker (started with the pool's first semaphore) cleans up what killed workers left;
+    # its warnings about it are no news to a user who pressed Ctrl-C.
+    quiet = "ignore::UserWarning:multiprocessing.resource_tracker"
+    saved = {name: os.environ.get(name) for name in (ENV, "PYTHONWARNINGS")}
     os.environ[ENV] = str(os.getpid())
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [saved["PYTHONWARNINGS"], quiet]))
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = before
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -57,8 +57,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def clean_leftovers(folder: Path, pattern: re.Pattern = _TEMP) -> list[Path]:
-    """Remove what dead tracekit processes of this host left in ``folder``; return what went."""
+def clean_leftovers(folder: Path, pattern: re.Pattern = _TEMP, mine: bool = False) -> list[Path]:
+    """Remove what dead tracekit processes of this host left in ``folder`` (with ``mine``, this process's
+    too: an interrupted command's last cleanup); return what went."""
     gone: list[Path] = []
     try:
         entries = list(os.scandir(folder))
@@ -66,7 +67,9 @@ def clean_leftovers(folder: Path, pattern: re.Pattern = _TEMP) -> list[Path]:
         return gone
     for entry in entries:
         m = pattern.match(entry.name)
-        if not m or m["host"] != _HOST or _alive(int(m["pid"])):
+        if not m or m["host"] != _HOST:
+            continue
+        if _alive(int(m["pid"])) and not (mine and int(m["pid"]) == os.getpid()):
             continue
         path = Path(entry.path)
         try:
@@ -80,11 +83,11 @@ def clean_leftovers(folder: Path, pattern: re.Pattern = _TEMP) -> list[Path]:
     return gone
 
 
-def clean_staging(tmp_dir: str | None = None) -> list[Path]:
-    """Remove staging folders that killed loads left in TMPDIR."""
+def clean_staging(tmp_dir: str | None = None, mine: bool = False) -> list[Path]:
+    """Remove staging folders that killed loads left in TMPDIR (with ``mine``, this process's too)."""
     import tempfile
 
-    return clean_leftovers(Path(tmp_dir or tempfile.gettempdir()), _STAGE)
+    return clean_leftovers(Path(tmp_dir or tempfile.gettempdir()), _STAGE, mine)
 
 
 def target(path, inputs: Iterable = ()) -> Path:

@@ -30,9 +30,11 @@ must be on a filesystem the workers share. Dask is the optional extra
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -104,43 +106,85 @@ def load_part_parquet(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _local_cluster(workers: int, scratch: str):
+    """A LocalCluster of ``workers`` processes that end with this one, even killed: the environment set just
+    before each spawn names this process, and the worker arms itself as it starts (lifeline's dask_setup)."""
+    import dask
+    from dask.distributed import LocalCluster
+
+    spawn_env = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **lifeline.spawn_environ()}
+    preload = [*dask.config.get("distributed.worker.preload", []), "tracekit.common.lifeline"]
+    settings = {
+        "distributed.nanny.pre-spawn-environ": spawn_env,
+        "distributed.worker.preload": preload,
+        "temporary-directory": scratch,
+    }
+    with dask.config.set(settings):
+        return LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, local_directory=scratch
+        )
+
+
+def _kill_local_workers() -> None:
+    """Kill this process's worker processes (a local cluster's), quietly: their shutdown noise is no error."""
+    import logging
+    import multiprocessing
+
+    for name in ("distributed", "asyncio", "tornado"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    for process in multiprocessing.active_children():
+        process.kill()
+    with contextlib.suppress(Exception):  # nor closed again, with their workers gone, by Dask's atexit hook
+        from distributed.deploy.spec import SpecCluster
+
+        for cluster in list(SpecCluster._instances):
+            cluster.shutdown_on_close = False
+
+
 def dask_runner(address: str, out_dir: Path | None = None) -> parallel.Runner:
     """A runner of load tasks on the Dask cluster at ``address`` (``tcp://...`` or ``local:N``): with
     ``out_dir``, ``build``'s tasks (``load_part_parquet``), else ``parallel``'s (``parallel.load_part``)."""
     try:
-        from dask.distributed import Client, LocalCluster
+        from dask.distributed import Client
     except ImportError:
         raise TracekitError("--dask needs Dask: pip install 'tracekit-attn[dask]' (dask and distributed)") from None
 
     def run(tasks: list[tuple]) -> list[parallel.PartResult]:
-        if address.startswith("local:"):
-            try:
-                workers = int(address.split(":", 1)[1])
-            except ValueError:
-                raise TracekitError(f"bad --dask address {address!r}: use local:N or tcp://host:port") from None
-            import dask
-
-            # A local cluster's workers end with this process, even killed: the environment set just before
-            # each spawn names this process, and the worker arms itself as it starts (lifeline's dask_setup).
-            spawn_env = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **lifeline.spawn_environ()}
-            preload = [*dask.config.get("distributed.worker.preload", []), "tracekit.common.lifeline"]
-            with dask.config.set(
-                {"distributed.nanny.pre-spawn-environ": spawn_env, "distributed.worker.preload": preload}
-            ):
-                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-            client = Client(cluster)
-        else:
-            cluster = None
-            client = Client(address)
+        scratch = None
+        cluster = client = None
         try:
+            if address.startswith("local:"):
+                try:
+                    workers = int(address.split(":", 1)[1])
+                except ValueError:
+                    raise TracekitError(f"bad --dask address {address!r}: use local:N or tcp://host:port") from None
+                # Dask's scratch folder is a staging folder of this process (removed after, or by the next
+                # load when this one is killed), not a dask-scratch-space left in TMPDIR.
+                scratch = tempfile.mkdtemp(prefix=outputs.stage_prefix())
+                cluster = _local_cluster(workers, scratch)
+                client = Client(cluster)
+            else:
+                client = Client(address)
             task = load_part_parquet if out_dir is not None else parallel.load_part
             # One task per file, retried when a worker dies; results are small (paths, errors).
             futures = client.map(lambda args: task(*args), tasks, retries=2, pure=False)
-            return client.gather(futures)
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            results = client.gather(futures)
+        except BaseException:
+            if scratch is not None:  # Ctrl-C, an error: the local workers are killed, not asked to finish
+                _kill_local_workers()
+            for close in (client, cluster):
+                with contextlib.suppress(Exception):
+                    if close is not None:
+                        close.close()
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        client.close()
+        if cluster is not None:
+            cluster.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return results
 
     return run
 

@@ -284,11 +284,15 @@ def run_local(
         # spawn: a fresh interpreter per worker, never a fork of a process that has DuckDB threads.
         # Each worker dies with this process (die_with_parent); on Ctrl-C or an error the pool is stopped,
         # not waited for.
-        pool = ProcessPoolExecutor(
-            max_workers=jobs, mp_context=get_context("spawn"), initializer=lifeline.worker_init, initargs=(os.getpid(),)
-        )
+        with lifeline.workers_die_with_me():  # the resource tracker starts with the pool, the workers at the submits
+            pool = ProcessPoolExecutor(
+                max_workers=jobs,
+                mp_context=get_context("spawn"),
+                initializer=lifeline.worker_init,
+                initargs=(os.getpid(),),
+            )
         try:
-            with lifeline.workers_die_with_me():  # the workers start at the submits
+            with lifeline.workers_die_with_me():
                 futures = [pool.submit(task, *args) for args in tasks]
             for future in as_completed(futures):
                 result = future.result()
