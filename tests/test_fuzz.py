@@ -111,3 +111,46 @@ def test_mutated_traces_end_in_success_or_one_line(chunk, tmp_path, staging, cap
         if problem:
             failures.append(f"{name}: {problem}")
     assert not failures, f"{len(failures)} mutation(s) failed:\n" + "\n".join(failures[:10])
+
+
+def hostile() -> list[tuple[str, bytes]]:
+    """The layouts of the reliability probe (docs/safety.md, "Hostile layouts"): long runs of white space,
+    huge strings and keys, many header keys, a byte order mark with CRLF line ends."""
+    text = gzip.decompress(BASE.read_bytes())
+    first = text.index(b"{") + 1
+    events = text.index(b"[", text.index(b'"traceEvents"')) + 1
+    between = text.index(b"},", events) + 2
+    name = text.index(b'"name": "', events) + len(b'"name": "')
+    mb = 1 << 20
+    return [
+        ("ws_lead", b" " * (8 * mb) + text),
+        ("ws_head", text[:first] + b"\n" * (8 * mb) + text[first:]),
+        ("ws_events", text[:between] + b" \t" * mb + text[between:]),
+        ("huge_name", text[:name] + b"n" * (4 * mb) + text[name:]),
+        ("huge_header_string", text[:first] + b'"big": "' + b"x" * (4 * mb) + b'", ' + text[first:]),
+        ("huge_key", text[:first] + b'"' + b"k" * mb + b'": 1, ' + text[first:]),
+        ("many_keys", text[:first] + b"".join(b'"k%d": %d, ' % (i, i) for i in range(100_000)) + text[first:]),
+        ("bom_crlf", b"\xef\xbb\xbf" + text.replace(b"\n", b"\r\n")),
+        ("ws_truncated", text[:first] + b" " * (8 * mb)),
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [name for name, _ in hostile()])
+def test_hostile_layouts_end_in_success_or_one_line(name, tmp_path, staging, capsys):
+    import time
+
+    data = dict(hostile())[name]
+    path = tmp_path / "trace.json"
+    path.write_bytes(data)
+    out = tmp_path / "t.duckdb"
+    start = time.monotonic()
+    code = main(["load", str(path), "-o", str(out), "-q"])
+    took = time.monotonic() - start
+    err = capsys.readouterr().err.strip()
+    assert code in (0, 1), err
+    if code == 1:
+        assert len(err.splitlines()) == 1 and err.startswith("Error: ") and "unexpected" not in err, err
+        assert str(path) in err and not out.exists()
+    assert took < 60, f"{took:.0f} s"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [] and list(staging.iterdir()) == []

@@ -169,8 +169,12 @@ class Trace:
             if not linked or not pipeline.is_built(self._con):
                 # Not writable by this process (or another connection of this process still holds the
                 # file as it was): link for this connection only, under the same memory cap.
-                self._con.execute("SET memory_limit = ?", [database.link_memory_limit(self._con)])
-                pipeline.build(self._con, temp=True)
+                limit = database.link_memory_limit(self._con)
+                self._con.execute("SET memory_limit = ?", [limit])
+                try:
+                    pipeline.build(self._con, temp=True)
+                except duckdb.OutOfMemoryException as exc:
+                    raise database.out_of_memory(self.path, limit, exc, "linking it") from None
         else:
             pipeline.build(self._con)
         self._linked = True
@@ -184,7 +188,9 @@ class Trace:
             self._con.execute("SET enable_external_access = false")
 
     def _connection_for(self, sql: str) -> duckdb.DuckDBPyConnection:
-        """The connection to run ``sql`` on, linked first when it names a linked table."""
+        """The connection to run ``sql`` on, linked first when it names a linked table; ``sql`` may not
+        change a setting that protects the process (``sqlsafety.check_settings``)."""
+        sqlsafety.check_settings(sql)
         if not self.linked and needs_link(self._con, sql):
             self.link()
         return self._con

@@ -10,7 +10,6 @@ import contextlib
 import functools
 import inspect
 import os
-import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -44,7 +43,8 @@ def output_options(fn):
     @click.option(
         "-o",
         "--output",
-        type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+        type=click.Path(allow_dash=True, path_type=Path),
+        metavar="FILE",  # a directory is refused by outputs.target: one Error line, not a usage error
         help="Write to FILE instead of stdout ('-': stdout, e.g. -f parquet into a pipe).",
     )
     @table_options
@@ -207,6 +207,8 @@ def cli(debug, allow_files):
     """
     # --debug is read by main(), which turns errors into one line unless it is given; --allow-files by
     # files_flag(), for every trace a command opens.
+    if os.environ.get("TRACEKIT_MEMORY_LIMIT"):  # an error for every command, not only those that build
+        sqlsafety.memory_limit(os.environ["TRACEKIT_MEMORY_LIMIT"], "TRACEKIT_MEMORY_LIMIT")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -295,7 +297,9 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
     if parquet:
         _load_dataset(paths, output, force, quiet, jobs, dask, progress, memory_limit)
         return
-    with _loading(progress, quiet, lambda: api.open(output, allow_files=files_flag()), output, link_now):
+    # Without --force, "already exists" is decided again when the file is put in place (atomically).
+    exclusive = contextlib.nullcontext() if force else outputs.create_only(output)
+    with _loading(progress, quiet, lambda: api.open(output, allow_files=files_flag()), output, link_now), exclusive:
         if dask:
             from tracekit.store import dataset
 
@@ -329,10 +333,7 @@ def load(paths, output, force, quiet, memory_limit, link_now, jobs, parquet, das
 def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, progress, memory_limit) -> None:
     from tracekit.store import dataset
 
-    if output.exists() and force:
-        if not (dataset.is_dataset(output) or (output.is_dir() and not any(output.iterdir()))):
-            raise TracekitError(f"{output}: not a tracekit dataset; --force replaces only a dataset")
-        shutil.rmtree(output)
+    # Built beside OUTPUT and swapped in at the end: a failure leaves OUTPUT as it was.
     with _loading(progress, quiet, lambda: api.open_dataset(output, allow_files=files_flag()), output, False):
         dataset.build(
             list(paths),
@@ -343,6 +344,7 @@ def _load_dataset(paths, output: Path, force: bool, quiet: bool, jobs, dask, pro
             progress=progress,
             memory_limit=memory_limit,
             note=None if quiet else console.note,
+            force=force,
         )
     if not quiet:
         _load_summary(api.open_dataset(output, allow_files=files_flag()), output, False)
@@ -521,13 +523,15 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
 @click.option(
     "--html",
     "html_path",
-    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    type=click.Path(allow_dash=True, path_type=Path),
+    metavar="FILE",
     help="Also write the report as one self-contained HTML page with plots (opens offline); '-': stdout.",
 )
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    type=click.Path(allow_dash=True, path_type=Path),
+    metavar="FILE",
     help="Also write every number of the report as JSON; '-': stdout.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress; no terminal report when writing --html or --json.")
@@ -906,7 +910,8 @@ def export_group():
     "-o",
     "--output",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
+    metavar="FILE",
     help="Chrome JSON file to write (gzipped when it ends in .gz); replaced if it exists.",
 )
 @click.option(
@@ -971,7 +976,25 @@ def run() -> NoReturn:
     """The ``tracekit`` command (console script, ``python -m tracekit``): set up the process,
     run ``main``, then end the process without the interpreter's teardown."""
     os.environ.setdefault(*POLARS_ALLOCATOR)
+    _note_interrupts()
     exit_process(main())
+
+
+_interrupted = False
+
+
+def _note_interrupts() -> None:
+    """Ctrl-C raises KeyboardInterrupt as by default, and is remembered: whatever error it becomes on the way
+    out (DuckDB's "INTERRUPT Error", a load's cleanup failing), ``main`` reports "Interrupted." and 130."""
+    import signal
+
+    def interrupted(signum, frame):
+        global _interrupted
+        _interrupted = True
+        raise KeyboardInterrupt
+
+    if signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.SIG_DFL):  # not when started ignoring it
+        signal.signal(signal.SIGINT, interrupted)
 
 
 def exit_process(code: int) -> NoReturn:
@@ -998,17 +1021,27 @@ def exit_process(code: int) -> NoReturn:
     os._exit(code)
 
 
+def _interrupted_exit() -> int:
+    """Ctrl-C: one line, exit 130, and no staging folder of this process left (Ctrl-C may land between a
+    folder's creation and the cleanup that guards it)."""
+    with contextlib.suppress(Exception):
+        outputs.clean_staging(mine=True)
+    click.echo("Interrupted.", err=True)
+    return 130
+
+
 def main(argv=None) -> int:
     """Entry point: run the CLI; every error, expected or not, ends as one line (``--debug``: the traceback)."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         cli.main(args=argv, prog_name="tracekit", standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt) or _interrupted:  # click's Abort of a Ctrl-C
+            return _interrupted_exit()
         click.echo("Aborted.", err=True)
         return 1
     except KeyboardInterrupt:
-        click.echo("Interrupted.", err=True)
-        return 130
+        return _interrupted_exit()
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     except click.ClickException as exc:
@@ -1020,6 +1053,8 @@ def main(argv=None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 1
     except Exception as exc:
+        if _interrupted or isinstance(exc, duckdb.InterruptException):
+            return _interrupted_exit()
         if debug:
             traceback.print_exc()
         click.echo(f"Error: {error_line(exc, debug)}", err=True)
@@ -1037,6 +1072,13 @@ def error_line(exc: BaseException, debug: bool = False) -> str:
     if isinstance(exc, (TracekitError, duckdb.Error, OSError, ValueError)) and first:
         if isinstance(exc, OSError) and outputs.is_space_error(exc):
             return f"{first} (out of space: free some, or set TMPDIR for the staging copy of a load)"
+        if ("Out of Memory Error" in first or "failed to allocate" in first) and "memory cap" not in first:
+            env = os.environ.get("TRACEKIT_MEMORY_LIMIT")
+            now = f", now {env}" if env else ""
+            return (
+                f"{first} (out of memory under tracekit's memory cap: raise it with --memory-limit or "
+                f"TRACEKIT_MEMORY_LIMIT{now}, or write large results with -o FILE)"
+            )
         return first
     if isinstance(exc, MemoryError):
         return (

@@ -13,6 +13,8 @@ run that writes into the same folder (the part files of a killed
 
 from __future__ import annotations
 
+import contextvars
+import ctypes
 import errno
 import os
 import re
@@ -55,8 +57,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def clean_leftovers(folder: Path, pattern: re.Pattern = _TEMP) -> list[Path]:
-    """Remove what dead tracekit processes of this host left in ``folder``; return what went."""
+def clean_leftovers(folder: Path, pattern: re.Pattern = _TEMP, mine: bool = False) -> list[Path]:
+    """Remove what dead tracekit processes of this host left in ``folder`` (with ``mine``, this process's
+    too: an interrupted command's last cleanup); return what went."""
     gone: list[Path] = []
     try:
         entries = list(os.scandir(folder))
@@ -64,7 +67,9 @@ def clean_leftovers(folder: Path, pattern: re.Pattern = _TEMP) -> list[Path]:
         return gone
     for entry in entries:
         m = pattern.match(entry.name)
-        if not m or m["host"] != _HOST or _alive(int(m["pid"])):
+        if not m or m["host"] != _HOST:
+            continue
+        if _alive(int(m["pid"])) and not (mine and int(m["pid"]) == os.getpid()):
             continue
         path = Path(entry.path)
         try:
@@ -78,11 +83,11 @@ def clean_leftovers(folder: Path, pattern: re.Pattern = _TEMP) -> list[Path]:
     return gone
 
 
-def clean_staging(tmp_dir: str | None = None) -> list[Path]:
-    """Remove staging folders that killed loads left in TMPDIR."""
+def clean_staging(tmp_dir: str | None = None, mine: bool = False) -> list[Path]:
+    """Remove staging folders that killed loads left in TMPDIR (with ``mine``, this process's too)."""
     import tempfile
 
-    return clean_leftovers(Path(tmp_dir or tempfile.gettempdir()), _STAGE)
+    return clean_leftovers(Path(tmp_dir or tempfile.gettempdir()), _STAGE, mine)
 
 
 def target(path, inputs: Iterable = ()) -> Path:
@@ -111,6 +116,8 @@ def target(path, inputs: Iterable = ()) -> Path:
                 continue
     if not path.parent.is_dir():
         raise TracekitError(f"{path}: directory {path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise TracekitError(f"{path}: cannot write into {path.parent} (permission denied)")
     return path
 
 
@@ -127,12 +134,60 @@ def is_space_error(exc: BaseException) -> bool:
     return "no space left" in text or "file too large" in text or "disk quota" in text
 
 
+# The targets this context may create but not replace (``create_only``: ``load -o`` without --force).
+_CREATE_ONLY: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "tracekit_create_only", default=frozenset()
+)
+
+
+@contextmanager
+def create_only(path) -> Iterator[None]:
+    """Within the block, ``path`` is created but never replaced: "exists" is decided at the rename.
+
+    ``load -o X`` without --force checks that X does not exist before it starts,
+    but another process may create X meanwhile; the final step then links the
+    new file into place (``os.link`` fails when the name exists), so of several
+    loads to one new name exactly one wins and the others end with "already exists".
+    """
+    key = os.path.abspath(path)
+    token = _CREATE_ONLY.set(_CREATE_ONLY.get() | {key})
+    try:
+        yield
+    finally:
+        _CREATE_ONLY.reset(token)
+
+
+def exists_error(path) -> TracekitError:
+    return TracekitError(f"{path}: already exists (use --force to replace it)")
+
+
 def _publish(tmp: Path, path: Path) -> None:
-    """Give ``tmp`` the permissions a new file gets (umask) and rename it to ``path``."""
+    """Give ``tmp`` the permissions a new file gets (umask) and rename it to ``path`` (link it there, for
+    a ``create_only`` target: an existing ``path`` is then an error, decided atomically)."""
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)
+    if os.path.abspath(path) in _CREATE_ONLY.get():
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise exists_error(path) from None
+        except OSError:  # a file system without hard links: checked, then renamed (not atomic there)
+            if os.path.lexists(path):
+                raise exists_error(path) from None
+            os.replace(tmp, path)
+            return
+        os.unlink(tmp)
+        return
     os.replace(tmp, path)
+
+
+def _named(exc: BaseException, tmp: Path, path: Path) -> BaseException:
+    """``exc`` as a one-line error naming ``path`` when its message names the temporary file ``tmp``."""
+    if isinstance(exc, TracekitError) or str(tmp) not in str(exc):
+        return exc
+    first = str(exc).strip().splitlines()[0].replace(str(tmp), str(path))
+    return TracekitError(f"{path}: cannot write it: {first}")
 
 
 @contextmanager
@@ -154,6 +209,9 @@ def replacing(path, inputs: Iterable = ()) -> Iterator[Path]:
     except Exception as exc:  # OSError, or DuckDB's IOException naming the temporary file
         if is_space_error(exc):
             raise space_error(path, exc) from None
+        named = _named(exc, tmp, path)
+        if named is not exc:
+            raise named from None
         raise
     finally:
         for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
@@ -185,3 +243,79 @@ def write_text(path, text: str, inputs: Iterable = ()) -> Path:
         fh.write(data)
 
     return write(path, put, inputs)
+
+
+# ---- folders (a Parquet dataset): built beside, swapped in whole ------------------------------
+
+_RENAME_EXCHANGE = 2  # renameat2(2)'s flag: swap two names atomically (Linux 3.15+)
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the names ``a`` and ``b`` in one step; False where the system cannot (then rename twice)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive flock on ``folder`` itself (no lock file): one swap at a time into it."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no flock: the renames alone
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF):
+                raise  # else a file system without flock (some network ones): the renames alone
+        yield
+    finally:
+        os.close(fd)
+
+
+def publish_folder(work: Path, path: Path, force: bool, replaceable: Callable[[Path], bool], what: str) -> None:
+    """Put the complete folder ``work`` (built beside ``path``) at ``path``.
+
+    Decided under a lock on the parent folder, at the swap, so concurrent
+    writers cannot both see "not there": a missing or empty ``path`` is
+    taken; an existing one only with ``force`` and when ``replaceable(path)``
+    (else "use --force", or "not ``what``"). The old folder is swapped out
+    in one step (``renameat2``) and then removed, so ``path`` is never missing
+    nor half written.
+    """
+    path = Path(path)
+    with _folder_lock(path.parent):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISDIR(st.st_mode) and not any(os.scandir(path)):
+            os.rmdir(path)
+            st = None
+        if st is None:
+            os.rename(work, path)
+            return
+        if not force:
+            raise exists_error(path)
+        if not stat.S_ISDIR(st.st_mode) or not replaceable(path):
+            raise TracekitError(f"{path}: not {what}; --force replaces only {what}")
+        if not _exchange(work, path):
+            old = temp_name(path)
+            os.rename(path, old)
+            os.rename(work, path)
+            work = old
+    shutil.rmtree(work, ignore_errors=True)  # the old folder, now at the temporary name

@@ -118,9 +118,9 @@ def ingest(
     total = sum(s.path.stat().st_size for s in sources)
     labels = labels or trace_labels([s.path for s in sources])
     outputs.clean_staging(tmp_dir)  # what loads killed mid-way left behind
-    workdir = Path(tempfile.mkdtemp(prefix=outputs.stage_prefix(), dir=tmp_dir))
-    skipped: list[str] = []
     first_id = con.execute("SELECT coalesce(max(trace_id), 0) + 1 FROM traces").fetchall()[0][0]
+    skipped: list[str] = []
+    workdir = Path(tempfile.mkdtemp(prefix=outputs.stage_prefix(), dir=tmp_dir))
     try:
         loaded = _stage_and_load(con, sources, labels, first_id, workdir, skipped, progress, total)
     except (OSError, duckdb.Error) as exc:

@@ -26,34 +26,93 @@ def discover(paths) -> list[Source]:
     """Expand files and directories into trace sources, in a stable order.
 
     Directories are walked recursively for ``*.json`` / ``*.json.gz``. A path
-    that does not exist is an error naming it; so is an empty directory.
+    that does not exist is an error naming it; so is an empty directory, one
+    that cannot be read, and a symbolic link loop (each named as such). In a
+    directory, a trace-named entry that cannot be read (a loop, a dangling
+    link) is a source whose load task reports it, so the other files load.
     """
     out: list[Source] = []
     seen: set[Path] = set()
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
+        kind = _kind(path)
+        if kind == "dir":
             found = sorted(
-                p for p in path.rglob("*") if p.is_file() and is_trace_name(p.name) and not is_capture_side_file(p)
+                p for p in _walk(path) if is_trace_name(p.name) and _listed(p) and not is_capture_side_file(p)
             )
             if not found:
                 raise TraceFormatError(path, "directory holds no *.json or *.json.gz files")
             items = [Source(p, True) for p in found]
-        elif path.is_file():
+        elif kind == "file":
             items = [Source(path, False)]
-        elif path.exists():
+        else:
             # Reading a FIFO or a device could block forever or never end.
             raise TraceFormatError(path, "not a regular file (a FIFO, device or socket): give a trace file")
-        else:
-            raise TraceFormatError(path, "no such file or directory")
         for item in items:
-            key = item.path.resolve()
+            key = _resolved(item.path)
             if key not in seen:
                 seen.add(key)
                 out.append(item)
     if not out:
         raise TraceFormatError("<inputs>", "no trace files given")
     return out
+
+
+def _kind(path: Path) -> str:
+    """ "dir", "file" or "other" for an input path; an error naming the cause when it cannot be read."""
+    import errno
+    import os
+    import stat
+
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise TraceFormatError(path, "symbolic link loop (too many levels of symbolic links)") from None
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise TraceFormatError(path, "permission denied") from None
+        if exc.errno == errno.ENOENT and os.path.islink(path):
+            raise TraceFormatError(path, "dangling symbolic link (its target does not exist)") from None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise TraceFormatError(path, "no such file or directory") from None
+        raise TraceFormatError(path, f"cannot read it ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise TraceFormatError(path, "directory cannot be read (permission denied)")
+        return "dir"
+    return "file" if stat.S_ISREG(st.st_mode) else "other"
+
+
+def _walk(folder: Path):
+    """Every entry under ``folder`` (symbolic links to folders not followed, as ``Path.rglob``)."""
+    import os
+
+    def unreadable(exc: OSError) -> None:
+        raise TraceFormatError(exc.filename or folder, f"directory cannot be read ({exc.strerror or exc})")
+
+    for root, dirs, files in os.walk(folder, onerror=unreadable):
+        dirs.sort()
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            yield Path(root) / name
+
+
+def _listed(path: Path) -> bool:
+    """Whether a trace-named entry of a directory is loaded: a regular file, or one that cannot be read (a
+    link loop, a dangling link, no permission: its task names it); not a FIFO or a device."""
+    import os
+    import stat
+
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return os.path.islink(path)
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symbolic link loop
+        return path.absolute()
 
 
 def is_capture_side_file(path: Path) -> bool:

@@ -31,6 +31,7 @@ that still encloses the call.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import queue
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -505,5 +506,8 @@ def _right_side_hashed(con, run: Callable[[], None]) -> None:
     con.execute(f"SET disabled_optimizers = {literal(','.join(filter(None, (before, 'build_side_probe_side'))))}")
     try:
         run()
-    finally:
-        con.execute(f"SET disabled_optimizers = {literal(before)}")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):  # an aborted transaction: the error that stopped run() is reported
+            con.execute(f"SET disabled_optimizers = {literal(before)}")
+        raise
+    con.execute(f"SET disabled_optimizers = {literal(before)}")

@@ -176,6 +176,8 @@ def link_file(path: Path, waiting=None) -> bool:
                     with pipeline.transaction(con, commit=commit_checkpointed):
                         pipeline.build(con)
                     con.execute("CHECKPOINT")
+                except duckdb.OutOfMemoryException as exc:
+                    raise out_of_memory(path, limit, exc, "linking it") from None
                 finally:
                     con.close()
                 shutil.copymode(path, tmp)
@@ -184,6 +186,15 @@ def link_file(path: Path, waiting=None) -> bool:
         except PermissionError:
             return False
     return True
+
+
+def out_of_memory(path, limit: str, exc: BaseException, doing: str) -> TracekitError:
+    """The one line of an out-of-memory error: the file, the cap, and what to do."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return TracekitError(
+        f"{path}: out of memory {doing} under the memory cap {limit} ({first}); raise the cap with "
+        "--memory-limit or TRACEKIT_MEMORY_LIMIT (e.g. 8GB or 50%)"
+    )
 
 
 def build_file(
@@ -225,7 +236,16 @@ def auto_memory_limit(sources: list[Source]) -> str:
     needs far less; a cap proportional to the input keeps a laptop usable
     (what does not fit is written to disk as the build goes).
     """
-    return _memory_cap(sum(uncompressed_bytes(s.path) for s in sources))
+    return _memory_cap(sum(_estimate(s.path) for s in sources))
+
+
+def _estimate(path: Path) -> int:
+    """``uncompressed_bytes``, or 0 for a file that cannot be read: estimating the cap opens no file's
+    failure before its load task does (that task names the file and the cause)."""
+    try:
+        return uncompressed_bytes(path)
+    except OSError:
+        return 0
 
 
 def _memory_cap(input_bytes: int) -> str:
@@ -281,6 +301,8 @@ def _build_file(
         try:
             build(con, sources, progress=progress, warn=warn, linked=linked)
             con.execute("CHECKPOINT")
+        except duckdb.OutOfMemoryException as exc:
+            raise out_of_memory(", ".join(str(s.path) for s in sources[:3]), limit, exc, "loading it") from None
         finally:
             con.close()
     return out

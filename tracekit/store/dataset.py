@@ -33,9 +33,11 @@ nothing (docs/cluster.md). Dask is the optional extra
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +45,7 @@ from pathlib import Path
 import duckdb
 
 from tracekit import __version__
-from tracekit.common import outputs, sqlsafety
+from tracekit.common import lifeline, outputs, sqlsafety
 from tracekit.common.sqltext import insert_rows, literal
 from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.ingest import events_table
@@ -91,6 +93,7 @@ def load_part_parquet(
             # trace_id is the partition folder's (set at commit), not a column of the files.
             drop = " EXCLUDE (trace_id)" if any(c == "trace_id" for c, _ in columns) else ""
             _copy(con, f"SELECT *{drop} FROM {table}", tmp / f"{table}.parquet")
+            _fault("part")
         (tmp / "columns.json").write_text(json.dumps(tables))
 
     try:
@@ -106,11 +109,47 @@ def load_part_parquet(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _local_cluster(workers: int, scratch: str):
+    """A LocalCluster of ``workers`` processes that end with this one, even killed: the environment set just
+    before each spawn names this process, and the worker arms itself as it starts (lifeline's dask_setup)."""
+    import dask
+    from dask.distributed import LocalCluster
+
+    spawn_env = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **lifeline.spawn_environ()}
+    preload = [*dask.config.get("distributed.worker.preload", []), "tracekit.common.lifeline"]
+    settings = {
+        "distributed.nanny.pre-spawn-environ": spawn_env,
+        "distributed.worker.preload": preload,
+        "temporary-directory": scratch,
+    }
+    with dask.config.set(settings):
+        return LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, local_directory=scratch
+        )
+
+
+def _kill_local_workers() -> None:
+    """Kill this process's worker processes (a local cluster's), quietly: their shutdown noise is no error."""
+    import logging
+    import multiprocessing
+
+    for name in ("distributed", "asyncio", "tornado"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    for process in multiprocessing.active_children():
+        process.kill()
+    with contextlib.suppress(Exception):  # nor closed again, with their workers gone, by Dask's atexit hook
+        from distributed.deploy.spec import SpecCluster
+
+        for cluster in list(SpecCluster._instances):
+            cluster.shutdown_on_close = False
+
+
 def _dask_client(address: str):
-    """A Dask client for ``address`` (``local:N``, ``tcp://host:port``, ``file:SCHEDULER.json``) and the
-    LocalCluster it started (None for a running cluster's)."""
+    """A Dask client for ``address`` (``local:N``, ``tcp://host:port``, ``file:SCHEDULER.json``), the
+    LocalCluster it started (None for a running cluster's) and that cluster's scratch folder (a staging folder
+    of this process, removed after, or by the next load when this one is killed; None without a cluster)."""
     try:
-        from dask.distributed import Client, LocalCluster
+        from dask.distributed import Client
     except ImportError:
         raise TracekitError("--dask needs Dask: pip install 'tracekit-attn[dask]' (dask and distributed)") from None
     if address.startswith("local:"):
@@ -118,18 +157,23 @@ def _dask_client(address: str):
             workers = int(address.split(":", 1)[1])
         except ValueError:
             raise TracekitError(f"bad --dask address {address!r}: {DASK_ADDRESSES}") from None
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-        return Client(cluster), cluster
+        scratch = tempfile.mkdtemp(prefix=outputs.stage_prefix())
+        try:
+            cluster = _local_cluster(workers, scratch)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        return Client(cluster), cluster, scratch
     try:
         if address.startswith("file:"):
             # The scheduler file that 'dask scheduler --scheduler-file', dask-jobqueue or dask-mpi writes.
             scheduler_file = Path(address[len("file:") :]).expanduser()
             if not scheduler_file.is_file():
                 raise TracekitError(f"{scheduler_file}: no such Dask scheduler file (--dask {address})")
-            return Client(scheduler_file=str(scheduler_file)), None
+            return Client(scheduler_file=str(scheduler_file)), None, None
         if "://" not in address:
             raise TracekitError(f"bad --dask address {address!r}: {DASK_ADDRESSES}")
-        return Client(address), None
+        return Client(address), None, None
     except (OSError, TimeoutError) as exc:
         raise TracekitError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
 
@@ -167,7 +211,7 @@ def dask_runner(
 
     def run(tasks: list[tuple]) -> list[parallel.PartResult]:
         tasks = [(t[0], os.path.abspath(t[1]), *t[2:4], os.path.abspath(t[4]), *t[5:]) for t in tasks]
-        client, cluster = _dask_client(address)  # first: it says when Dask is missing
+        client, cluster, scratch = _dask_client(address)  # first: it says when Dask is missing
         from dask.distributed import as_completed
 
         try:
@@ -176,7 +220,7 @@ def dask_runner(
             task = load_part_parquet if out_dir is not None else parallel.load_part
             # One task per file, retried when it raises; results are small (paths, errors).
             futures = client.map(lambda args: task(*args), tasks, retries=2, pure=False)
-            sizes = {t[1]: os.path.getsize(t[1]) for t in tasks}
+            sizes = {t[1]: parallel.file_size(Path(t[1])) for t in tasks}
             total = sum(sizes.values())
             done_bytes = 0
             results = []
@@ -194,13 +238,40 @@ def dask_runner(
                     f"the Dask cluster at {address} could not finish the load ({type(exc).__name__}: {first}); "
                     "nothing was written"
                 ) from None
-            return results
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+        except BaseException:
+            if cluster is not None:  # Ctrl-C, an error: the local workers are killed, not asked to finish
+                _kill_local_workers()
+            for close in (client, cluster):
+                with contextlib.suppress(Exception):
+                    if close is not None:
+                        close.close()
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        client.close()
+        if cluster is not None:
+            cluster.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return results
 
     return run
+
+
+def is_stale(path) -> bool:
+    """True when ``path`` is what a killed load of an older tracekit left: a folder without the manifest
+    holding nothing but a dataset's parts (the staging folder, table folders). ``--force`` replaces it."""
+    path = Path(path)
+    try:
+        names = {entry.name for entry in os.scandir(path)}
+    except OSError:
+        return False
+    return bool(names) and MANIFEST not in names and names <= {STAGING, *catalog.TABLES}
+
+
+def replaceable(path) -> bool:
+    """What ``--force`` may replace: a dataset, or a killed load's leftover folder."""
+    return is_dataset(path) or is_stale(path)
 
 
 def build(
@@ -211,41 +282,77 @@ def build(
     warn: Callable[[str], None] | None = None,
     progress=None,
     memory_limit: str | None = None,
+    force: bool = False,
     note: Callable[[str], None] | None = None,
 ) -> Path:
-    """Write the Parquet dataset of ``paths`` into ``out_dir`` (which must not hold one yet); each
-    task's DuckDB is capped at ``memory_limit`` (default: 2.5x its file, as for a ``.duckdb``).
-    ``note`` gets what a Dask run has to say (its dashboard's address)."""
+    """Write the Parquet dataset of ``paths`` into the folder ``out_dir``; each task's DuckDB is capped at
+    ``memory_limit`` (default: 2.5x its file, as for a ``.duckdb``).
+
+    The dataset is built in a folder beside ``out_dir`` (a temporary name, as
+    ``outputs``' files: a killed load's is removed by the next) and put in
+    place whole at the end (``outputs.publish_folder``): an existing
+    ``out_dir`` is replaced only with ``force`` and only when it is a dataset
+    (or a killed load's leftover), and on any failure it is left as it was.
+    ``note`` gets what a Dask run has to say (its dashboard's address).
+    """
     out_dir = Path(out_dir)
     if memory_limit:
         memory_limit = sqlsafety.memory_limit(memory_limit, "--memory-limit")  # one error, before any task
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise TracekitError(f"{out_dir}: exists and is not empty (use --force to replace it)")
+    _check_target(out_dir, force)
     sources = discover(paths)
     labels = trace_labels([s.path for s in sources])
-    out_dir.mkdir(parents=True, exist_ok=True)
+    outputs.clean_leftovers(out_dir.parent)
+    work = outputs.temp_name(out_dir)
+    try:
+        work.mkdir()
+    except OSError as exc:
+        raise TracekitError(f"{out_dir}: cannot write there ({exc.strerror or exc})") from None
     tasks = [
-        (i, str(s.path), label, s.from_directory, str(out_dir), memory_limit)
+        (i, str(s.path), label, s.from_directory, str(work), memory_limit)
         for i, (s, label) in enumerate(zip(sources, labels))
     ]
-    sizes = {str(s.path): s.path.stat().st_size for s in sources}
+    # (a file that cannot be read counts 0 here; its task names it)
+    sizes = {str(s.path): parallel.file_size(s.path) for s in sources}
     try:
         if dask:
-            results = dask_runner(dask, out_dir, progress, note)(tasks)
+            results = dask_runner(dask, work, progress, note)(tasks)
         else:
             workers = min(jobs or parallel.default_jobs(), len(tasks))
             results = parallel.run_local(workers, progress, sizes, task=load_part_parquet)(tasks)
         results = sorted(results, key=lambda r: r.index)
-        parts = parallel.loaded_parts(sources, results, warn)
-        _commit(out_dir, sources, parts, warn)
-    except BaseException:
-        if not is_dataset(out_dir):
-            shutil.rmtree(out_dir, ignore_errors=True)
+        parts = parallel.loaded_parts(sources, results, warn, out_dir)
+        _commit(work, sources, parts, warn)
+        shutil.rmtree(work / STAGING, ignore_errors=True)
+        _fault("publish")
+        outputs.publish_folder(work, out_dir, force, replaceable, "a tracekit dataset")
+    except Exception as exc:
+        if outputs.is_space_error(exc):
+            raise outputs.space_error(out_dir, exc) from None
         raise
     finally:
-        shutil.rmtree(out_dir / STAGING, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     parallel.raise_partial(out_dir, parts, results, warn)
     return out_dir
+
+
+def _check_target(out_dir: Path, force: bool) -> None:
+    """Before any work, what the final swap decides again: may ``out_dir`` be written (or replaced)?"""
+    if not out_dir.parent.is_dir():
+        raise TracekitError(f"{out_dir}: directory {out_dir.parent} does not exist")
+    if not out_dir.exists() or (out_dir.is_dir() and not any(out_dir.iterdir())):
+        return
+    if not force:
+        raise outputs.exists_error(out_dir)
+    if not out_dir.is_dir() or not replaceable(out_dir):
+        raise TracekitError(f"{out_dir}: not a tracekit dataset; --force replaces only a tracekit dataset")
+
+
+def _fault(point: str) -> None:
+    """A deterministic fault for tests: ``TRACEKIT_FAULT=enospc@POINT`` fails there as a full disk does."""
+    if os.environ.get("TRACEKIT_FAULT") == f"enospc@{point}":
+        import errno
+
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> None:
@@ -280,6 +387,7 @@ def _commit(out_dir: Path, sources, parts: list[parallel.PartResult], warn) -> N
                     continue
                 dest.mkdir(parents=True, exist_ok=True)
                 os.replace(staged / f"{table}.parquet", dest / "data.parquet")
+                _fault("commit")
             entries.append(
                 {"trace_id": trace_id, "path": part.path, "id_base": id_base, "events": events, "staged": str(staged)}
             )

@@ -18,6 +18,8 @@ loads, and the output appears only complete (written beside it, then renamed).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
 from collections.abc import Callable
@@ -29,7 +31,7 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit.common import outputs, sqlmodules, sqlsafety
+from tracekit.common import lifeline, outputs, sqlmodules, sqlsafety
 from tracekit.errors import NotATraceError, TraceFormatError, TracekitError
 from tracekit.ingest import events_table
 from tracekit.ingest.sources import Source, discover, trace_labels
@@ -47,6 +49,7 @@ class PartResult:
     skipped: bool = False  # found in a directory but not a trace (a manifest): skipped, as a one-process load does
     error: str | None = None  # the problem, for TraceFormatError(path, error)
     loaded_on: str | None = None
+    space: bool = False  # the error is a full disk (or a file-size limit): the whole load stops, not one file
 
 
 class PartialLoadError(TracekitError):
@@ -139,11 +142,21 @@ def load_part(
         return PartResult(index, path, None, error=exc.problem, loaded_on=loaded_on())
     except (TracekitError, duckdb.Error, OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return PartResult(index, path, None, error=first, loaded_on=loaded_on())
+        if isinstance(exc, OSError) and exc.strerror:  # the cause; the warning names the file
+            first = "symbolic link loop" if exc.errno == errno.ELOOP else exc.strerror
+        return PartResult(index, path, None, error=first, loaded_on=loaded_on(), space=outputs.is_space_error(exc))
     return PartResult(index, path, part, loaded_on=loaded_on())
 
 
 BASE_TABLES = ("traces", "devices", "events")
+
+
+def file_size(path: Path) -> int:
+    """A file's size for the progress line; 0 when it cannot be read (its load task says why)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def shifted_column(table: str, name: str, column_type: str, offsets: dict[str, str], alias: str = "") -> str:
@@ -258,6 +271,20 @@ def write_merged(
 Runner = Callable[[list[tuple]], list[PartResult]]
 
 
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now (Ctrl-C, an error): pending tasks cancelled, running workers killed and reaped, not
+    awaited, and the staging folders they had in TMPDIR removed."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.kill()
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.join(timeout=1)
+    outputs.clean_staging()
+
+
 def run_local(
     jobs: int, progress=None, sizes: dict[str, int] | None = None, task: Callable[..., PartResult] = load_part
 ) -> Runner:
@@ -275,14 +302,28 @@ def run_local(
                 done += (sizes or {}).get(args[1], 0)
             return results
         # spawn: a fresh interpreter per worker, never a fork of a process that has DuckDB threads.
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(task, *args) for args in tasks]
+        # Each worker dies with this process (die_with_parent); on Ctrl-C or an error the pool is stopped,
+        # not waited for.
+        with lifeline.workers_die_with_me():  # the resource tracker starts with the pool, the workers at the submits
+            pool = ProcessPoolExecutor(
+                max_workers=jobs,
+                mp_context=get_context("spawn"),
+                initializer=lifeline.worker_init,
+                initargs=(os.getpid(),),
+            )
+        try:
+            with lifeline.workers_die_with_me():
+                futures = [pool.submit(task, *args) for args in tasks]
             for future in as_completed(futures):
                 result = future.result()
                 results.append(result)
                 done += (sizes or {}).get(result.path, 0)
                 if progress:
                     progress(done, total, result.path, files=(len(results), len(tasks)))
+        except BaseException:
+            _stop(pool)
+            raise
+        pool.shutdown(wait=True)
         return results
 
     return run
@@ -327,7 +368,7 @@ def build_file(
             (i, str(s.path), label, s.from_directory, str(work / f"{i:06d}.duckdb"), memory_limit, threads, link_tasks)
             for i, (s, label) in enumerate(zip(sources, labels))
         ]
-        run = runner or run_local(jobs, progress, {str(s.path): s.path.stat().st_size for s in sources})
+        run = runner or run_local(jobs, progress, {str(s.path): file_size(s.path) for s in sources})
         results = sorted(run(tasks), key=lambda r: r.index)
         return _finish(out, sources, results, warn, memory_limit, linked)
     finally:
@@ -335,14 +376,19 @@ def build_file(
 
 
 def _finish(out, sources, results: list[PartResult], warn, memory_limit, linked) -> Path:
-    loaded = loaded_parts(sources, results, warn)
+    loaded = loaded_parts(sources, results, warn, out)
     write_merged(out, sources, [str(r.part) for r in loaded], memory_limit, linked, warn)
     raise_partial(out, loaded, results, warn)
     return out
 
 
-def loaded_parts(sources, results: list[PartResult], warn) -> list[PartResult]:
-    """The results that loaded; warns of the skipped files, raises when none loaded (nothing is written then)."""
+def loaded_parts(sources, results: list[PartResult], warn, out=None) -> list[PartResult]:
+    """The results that loaded; warns of the skipped files, raises when none loaded (nothing is written then)
+    or when a task ran out of disk (``out`` not written: a full disk is no one file's failure)."""
+    for result in results:
+        if result.space:
+            where = out if out is not None else result.path
+            raise outputs.space_error(Path(where), OSError(result.error or "no space left on device"))
     skipped = [r.path for r in results if r.skipped]
     if skipped and warn:
         warn(f"skipped {len(skipped)} JSON file(s) without trace events: " + ", ".join(skipped))

@@ -111,8 +111,13 @@ def build(
         for step in STEPS:
             if step.name in wanted:
                 _run(con, ctx, step)
-    finally:
-        sqlmodules.drop_private(con)
+    except BaseException:
+        # The cleanup may fail too (an out-of-memory error aborts the caller's transaction): the error
+        # that stopped the build is the one reported, not "Current transaction is aborted".
+        with contextlib.suppress(duckdb.Error):
+            sqlmodules.drop_private(con)
+        raise
+    sqlmodules.drop_private(con)
     if comment and not temp:  # the docs of the tables built, in the database (TEMP objects take no comments)
         with transaction(con):
             con.execute(catalog.comments(n for s in STEPS if s.name in wanted for n in s.creates))
