@@ -116,6 +116,9 @@ def test_a_dataset_without_its_linked_tables_is_linked_on_first_use(job, tmp_pat
     assert stored
 
 
+# Slow (a LocalCluster and every query, 24 s of one worker): every run keeps a Dask load through
+# tests/test_dask_cluster.py's cluster started from the shell.
+@pytest.mark.slow
 def test_a_dataset_loaded_on_dask_answers_every_query_like_a_duckdb(job, one_process, reference, tmp_path, capsys):
     pytest.importorskip("dask.distributed")
     out = tmp_path / "dataset"

@@ -196,6 +196,9 @@ def test_synthetic_variants_round_trip(variant_files, inputs, name, tmp_path):
     fused = name.startswith(("efficient", "flash", "cudnn"))
     assert summary.stage_tracks == 1 and summary.call_tracks == 1
     assert summary.call_events == 3 + variant.truth["orphans"] * fused
+    # That orphan-only call is marked as such (the queries count it only with include_orphans=true).
+    marked = [e for e in added if e.get("cat") == export.CALL_CAT and e["args"].get("orphan")]
+    assert len(marked) == variant.truth["orphans"] * fused
     stage_ns = Counter()
     for e in added:
         if e.get("cat") == export.STAGE_CAT:

@@ -17,7 +17,10 @@ written as it was), the file's top-level keys, and added tracks:
   call from its first GPU op's start to its last GPU op's end on that device,
   named ``attention:<impl>`` (category ``tracekit_call``). Calls whose GPU
   spans overlap (several streams) go to further threads ``attention calls 2``,
-  ... since a viewer cannot nest partly overlapping slices on one thread.
+  ... since a viewer cannot nest partly overlapping slices on one thread. A
+  call whose GPU ops were all launched before the trace began carries
+  ``"orphan": true`` in its args: the queries count it only with
+  ``include_orphans=true`` (stages and report say how many they leave out).
 
 - with ``critical_path=(region, instance)``, per process the critical path
   crosses (docs/critical_path.md), a thread ``critical path``: one ``X`` slice
@@ -371,6 +374,8 @@ def _call_line(call: dict) -> str:
         "flops": call["flops"],
         "shapes": {k: call[k] for k in shape_keys if call[k] is not None},
     }
+    if call["orphan"]:  # its GPU ops were launched before the trace began: the queries leave it out by default
+        args["orphan"] = True
     name = json.dumps(f"attention:{call['impl']}", ensure_ascii=False)
     return (
         f',\n{{"ph":"X","cat":"{CALL_CAT}","name":{name},"pid":{_id_json(call["pid"])},'
