@@ -16,17 +16,24 @@ WITH d AS (
            coalesce(b.call_id, d.call_id) AS call_id, coalesce(b.rule, d.rule) AS rule,
            coalesce(b.attention_kernel, d.attention_kernel) AS attention_kernel, d.kernel_impl
     FROM _gpu_decisions d LEFT JOIN _kblock b USING (id)
+),
+-- (A projection's ops are never other/none, so the rows kept are the same before and after the buckets.)
+kept AS (
+    SELECT * FROM d
+    WHERE NOT (stage = 'other' AND source = 'none' AND call_id IS NULL AND rule IS NULL AND kernel_impl IS NULL
+               AND attention_kernel IS NOT DISTINCT FROM false)
+),
+-- The category, a regex macro, only for the ops in a projection (a few of every trace's ops): gpu_ops is
+-- joined to those alone, not to every GPU op's decision.
+buckets AS (
+    SELECT k.id, gpu_op_category(g.kind, g.name) AS bucket
+    FROM kept k JOIN gpu_ops g ON g.id = k.id WHERE k.stage IN ('qkv_proj', 'out_proj')
 )
-SELECT * FROM (
-    SELECT id, trace_id,
-           CASE WHEN bucket = 'communication' THEN {{comm_stage}} WHEN bucket = 'memcpy' THEN 'layout'
-                ELSE stage END AS stage,
-           source, call_id, rule, attention_kernel, kernel_impl
-    -- (the category, a regex macro, only for the ops in a projection: a few of every trace's ops)
-    FROM (SELECT d.*, CASE WHEN d.stage IN ('qkv_proj', 'out_proj') THEN gpu_op_category(g.kind, g.name) END AS bucket
-          FROM d LEFT JOIN gpu_ops g ON g.id = d.id AND d.stage IN ('qkv_proj', 'out_proj'))
-) WHERE NOT (stage = 'other' AND source = 'none' AND call_id IS NULL AND rule IS NULL AND kernel_impl IS NULL
-             AND attention_kernel IS NOT DISTINCT FROM false);
+SELECT k.id, k.trace_id,
+       CASE WHEN b.bucket = 'communication' THEN {{comm_stage}} WHEN b.bucket = 'memcpy' THEN 'layout'
+            ELSE k.stage END AS stage,
+       k.source, k.call_id, k.rule, k.attention_kernel, k.kernel_impl
+FROM kept k LEFT JOIN buckets b ON b.id = k.id;
 
 DROP TABLE _gpu_decisions;
 

@@ -11,19 +11,19 @@
 --
 -- @param comm_stage TEXT    The stage of tensor-parallel communication (eager.TP_COMM).
 -- @reads _slice_marks, _marked, _slice_calls, _op_facts
--- @scratch _slice_deciders  Per slice: call_id, in_call_op, and the deciding mark's rowid per layer (by_label, by_module: a module scope or a collective op over it, by_inner_op, by_outer_op).
+-- @scratch _slice_deciders  Per slice: call_id, in_call_op, and the deciding mark's rowid per layer (by_label, by_comm: a collective op over it, by_module, by_inner_op, by_outer_op).
 -- @creates _slice_stages    Per slice under a mark: x, call_id, in_call_op, d (the decision: stage, decider, pos, rule, appends, low_rank), source (label, module, op).
 CREATE OR REPLACE TEMP TABLE _slice_deciders AS
 SELECT x.x, c.call_id, c.in_call_op,
        arg_max(m.rowid, m.pos)
            FILTER (WHERE m.kind = 'user_annotation' AND m.stage IS NOT NULL) AS by_label,
-       -- The innermost module scope, or over it the outermost collective op (one aggregate: a collective op ranks
-       -- above every module, the outer the higher). The offset is 2^40: positions (a few per slice) stay below it
-       -- and keep their fractions in a DOUBLE (2^62 did not: two nested collectives' keys were equal, and the
-       -- decider changed from run to run).
-       arg_max(m.rowid, CASE WHEN m.kind = 'cpu_op' THEN 1099511627776 - m.pos ELSE m.pos END)
-           FILTER (WHERE (m.kind = 'module' AND m.stage IS NOT NULL OR m.kind = 'cpu_op' AND m.stage = {{comm_stage}})
-                   AND (m.context = 'any' OR m.pos >= c.call_pos))
+       -- The outermost collective op over it, which outranks every module scope (two aggregates with plain
+       -- keys: one with a key computed per slice and mark cost a fifth of this step), else the innermost module.
+       arg_min(m.rowid, m.pos)
+           FILTER (WHERE m.kind = 'cpu_op' AND m.stage = {{comm_stage}} AND (m.context = 'any' OR m.pos >= c.call_pos))
+           AS by_comm,
+       arg_max(m.rowid, m.pos)
+           FILTER (WHERE m.kind = 'module' AND m.stage IS NOT NULL AND (m.context = 'any' OR m.pos >= c.call_pos))
            AS by_module,
        arg_max(m.rowid, m.pos)
            FILTER (WHERE m.kind = 'cpu_op' AND m.stage IS NOT NULL AND m.scope = 'inner'
@@ -32,6 +32,9 @@ SELECT x.x, c.call_id, c.in_call_op,
            FILTER (WHERE m.kind = 'cpu_op' AND m.stage IS NOT NULL AND m.scope <> 'inner'
                    AND (m.context = 'any' OR m.pos >= c.call_pos)) AS by_outer_op
 FROM _slice_marks x JOIN _marked m ON m.mkey = x.mkey LEFT JOIN _slice_calls c ON c.x = x.x
+-- A mark of context call decides only slices in a call (the filters above): the pairs of the others, most of a
+-- trace's when it holds few calls, are not aggregated (a slice none of whose pairs is left decides nothing).
+WHERE m.context = 'any' OR m.kind = 'user_annotation' OR c.call_pos IS NOT NULL
 GROUP BY x.x, c.call_id, c.in_call_op;
 
 CREATE OR REPLACE TEMP TABLE _slice_stages AS
@@ -43,10 +46,11 @@ SELECT x.x, x.call_id, x.in_call_op,
                              decider := m.id, pos := m.pos, rule := m.rule,
                              appends := f.appends, low_rank := f.low_rank) END AS d,
        CASE WHEN by_label IS NOT NULL THEN 'label'
-            WHEN by_module IS NOT NULL THEN CASE WHEN m.kind = 'cpu_op' THEN 'op' ELSE 'module' END
+            WHEN by_comm IS NOT NULL THEN 'op'
+            WHEN by_module IS NOT NULL THEN 'module'
             WHEN coalesce(by_inner_op, by_outer_op) IS NOT NULL THEN 'op' END AS source
 FROM _slice_deciders x
-LEFT JOIN _marked m ON m.rowid = coalesce(x.by_label, x.by_module, x.by_inner_op, x.by_outer_op)
+LEFT JOIN _marked m ON m.rowid = coalesce(x.by_label, x.by_comm, x.by_module, x.by_inner_op, x.by_outer_op)
 LEFT JOIN _op_facts f ON f.id = m.id;
 
 DROP TABLE _slice_deciders;
