@@ -583,3 +583,15 @@ def test_terminal_top_ops_name_their_category(load_shared, shared_dir):
     for r in top:
         assert f"{r['op']} ({r['category']}) " in ops
     assert top[0]["op"] == top[1]["op"] == "(no CPU op)" and top[0]["category"] != top[1]["category"]
+
+
+def test_html_lists_each_finding_once_with_the_traces_it_holds_for(made):
+    """As the terminal does: orphan_gpu_ops fires for all six variants and is one entry naming them, the heaviest
+    trace's line first and the other five below it, each still linked to its own evidence."""
+    html = made["html"]
+    items = re.findall(r'<li class="finding [a-z]+" data-finding="orphan_gpu_ops"', html)
+    assert len(items) == len(ORDER)  # one line per trace (each with its evidence), in one entry
+    start = html.index('data-finding="orphan_gpu_ops"')
+    head = html[start : html.index("<br>", start)]
+    assert all(f"{name}" in head for name in ORDER)  # the group's title line names every trace
+    assert html.count('<ul class="also">') >= 1

@@ -297,24 +297,53 @@ def _explains(f) -> str:
 
 
 def _findings(report: Report) -> list[str]:
+    """What stands out, as the terminal lists it: one entry per finding (``Report.findings``) naming the traces
+    it holds for, the heaviest trace's line first and the others' below it, each linked to its evidence."""
     out = ['<section id="findings"><h2>What stands out</h2>']
-    pairs = report.all_findings()
-    if not pairs:
+    groups = report.findings()
+    if not groups:
         out.append("<p>Nothing: no finding fired.</p></section>")
         return out
     index = {t.label: i for i, t in enumerate(report.traces)}
-    out.append('<ul class="findings">')
-    for t, f in pairs:
-        anchor = _evidence_id(index[t.label], f.id)
+    by_label = {t.label: t for t in report.traces}
+    listed = {id(f) for _, f in report.all_findings()}  # those with evidence tables (comparisons have none)
+
+    def line(label: str, f) -> str:
         size = _explains(f)
-        out.append(
-            f'<li class="finding {escape(f.severity)}" data-finding="{escape(f.id)}" data-trace="{escape(t.label)}">'
-            f'<span class="sev {escape(f.severity)}">{escape(f.severity)}</span> <b>{escape(t.label)}</b>: '
-            f"<b>{escape(f.title)}.</b> {escape(f.message)} "
+        link = ""
+        if id(f) in listed:
+            anchor = _evidence_id(index[label], f.id)
+            link = f'<a href="#{anchor}">{f.rows_total} row{"s" if f.rows_total != 1 else ""}</a> '
+        hint = f.hint or _hint(by_label[label], f.query)
+        return (
+            f"{escape(f.message)} "
             + (f'<span class="muted">({escape(size)})</span> ' if size else "")
-            + f'<a href="#{anchor}">{f.rows_total} row{"s" if f.rows_total != 1 else ""}</a> '
-            f"<code>{escape(_hint(t, f.query))}</code></li>"
+            + link
+            + f"<code>{escape(hint)}</code>"
         )
+
+    def attr(f) -> str:  # a finding with evidence rows, or a comparison's (tracekit diff shows its rows)
+        return "data-finding" if id(f) in listed else "data-comparison"
+
+    out.append('<ul class="findings">')
+    for g in groups:
+        (label, f), others = g.members[0], g.members[1:]
+        out.append(
+            f'<li class="finding {escape(g.severity)}" {attr(f)}="{escape(g.id)}" data-trace="{escape(label)}">'
+            f'<span class="sev {escape(g.severity)}">{escape(g.severity)}</span> '
+            f"<b>{escape(g.title)}:</b> {escape(', '.join(g.traces))}<br>"
+            + (f"<b>{escape(label)}</b>: " if others else "")
+            + line(label, f)
+        )
+        if others:
+            out.append('<ul class="also">')
+            for other, o in others:
+                out.append(
+                    f'<li class="finding {escape(o.severity)}" {attr(o)}="{escape(o.id)}" '
+                    f'data-trace="{escape(other)}"><b>{escape(other)}</b>: {line(other, o)}</li>'
+                )
+            out.append("</ul>")
+        out.append("</li>")
     out.append("</ul></section>")
     return out
 
