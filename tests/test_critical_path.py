@@ -16,9 +16,12 @@ One synthetic trace holds five record_function regions, each a scenario (times i
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from synthetic import TraceBuilder
 
+import tracekit
 from tracekit.model.critical_path import longest_path
 
 GEMM = "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel"
@@ -249,3 +252,30 @@ def test_solver_function_registers_twice_on_one_connection():
     critical_path.register(con)
     critical_path.register(con)  # a connection given to two Trace objects
     assert con.sql("SELECT critical_path_solve([1, 2], [2, 3], [5, 6])").fetchall() == [([1, 2],)]
+
+
+def test_report_says_each_stages_share_of_the_path_beside_its_gpu_share(tmp_path):
+    """``tracekit report --critical-path``: each trace's critical_path_stages rows in the JSON and a line per
+    trace in the terminal (the naive sample: the mask holds the most of the path and of GPU time); without the
+    flag the report solves no graph."""
+    import json
+
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    sample = Path(__file__).resolve().parent.parent / "sample_traces" / "gpu_h200" / "naive.json.gz"
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(
+        cli, ["report", str(sample), "--critical-path", "--json", str(out)], env={"COLUMNS": "100"}
+    )
+    assert res.exit_code == 0, res.output
+    (trace,) = json.loads(out.read_text())["traces"]
+    want = tracekit.load(sample).query("critical_path_stages").to_dicts()
+    assert trace["critical_path"] == json.loads(json.dumps(want)) and want
+    assert abs(sum(r["path_pct"] for r in want) - 100) < 0.01
+    assert max(want, key=lambda r: r["path_ns"])["stage"] == "mask"
+    res = CliRunner().invoke(cli, ["report", str(sample), "--critical-path"], env={"COLUMNS": "100"})
+    assert "On the critical path" in res.output and "naive: mask " in res.output
+    res = CliRunner().invoke(cli, ["report", str(sample), "--json", str(out)])
+    assert json.loads(out.read_text())["traces"][0]["critical_path"] == []

@@ -537,9 +537,15 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
 @click.option("-q", "--quiet", is_flag=True, help="No progress; no terminal report when writing --html or --json.")
 @click.option("--all-findings", is_flag=True, help="Also show findings that explain under 1 % of the GPU's time.")
 @click.option("--brief", is_flag=True, help="Print only what stands out (the findings), before the paths written.")
+@click.option(
+    "--critical-path",
+    "critical_path",
+    is_flag=True,
+    help="Add each stage's share of the first ProfilerStep's critical path beside its share of GPU time.",
+)
 @rules_opt
 @cache_opt
-def report_cmd(sources, html_path, json_path, quiet, all_findings, brief, rule_dirs, no_cache):
+def report_cmd(sources, html_path, json_path, quiet, all_findings, brief, critical_path, rule_dirs, no_cache):
     """Compare attention across traces on one page: headline, findings, plots.
 
     Each trace of each SOURCE is one column; with several, the first is the
@@ -554,6 +560,8 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, brief, rule_d
     gaps), then by the first trace it holds for, then by the GPU time it
     explains (under 1 % left out unless --all-findings), each with the query
     that shows its rows; notes say what a trace lacks where a part is empty.
+    --critical-path adds each stage's share of the first ProfilerStep's critical
+    path beside its share of GPU time (docs/critical_path.md).
     The Python twin is tracekit.analysis.report.build(traces).
 
     \b
@@ -575,7 +583,9 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, brief, rule_d
     try:
         for source in sources:
             traces.append(open_source(source, cache=not no_cache, quiet=quiet, link=True).use_rules(rule_dirs))
-        built = report.build(traces, names=sources, progress=progress, all_findings=all_findings)
+        built = report.build(
+            traces, names=sources, progress=progress, all_findings=all_findings, critical_path=critical_path
+        )
     finally:
         progress.close()
         for trace in traces:

@@ -119,6 +119,9 @@ class TraceReport:
     top_modules: list[dict] = field(default_factory=list)  # module_summary rows, heaviest TOP_ROWS
     # Why a section is empty: {"topic": attention|shapes|modules, "text": one sentence}, from the recorded query.
     notes: list[dict] = field(default_factory=list)
+    # With build(critical_path=True): critical_path_stages rows of the first ProfilerStep (each stage's share of
+    # the step's critical path beside its share of GPU time: docs/critical_path.md).
+    critical_path: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """JSON-friendly form."""
@@ -136,6 +139,7 @@ class TraceReport:
             "top_ops": self.top_ops,
             "top_modules": self.top_modules,
             "notes": self.notes,
+            "critical_path": self.critical_path,
         }
 
 
@@ -277,7 +281,7 @@ QUERIES = (
 )
 
 
-def build(sources, names=None, progress=None, all_findings: bool = False) -> Report:
+def build(sources, names=None, progress=None, all_findings: bool = False, critical_path: bool = False) -> Report:
     """Build a report over ``sources``: ``Trace`` objects or paths (each may hold several traces).
 
     ``names`` are the sources as the user gave them (for hints such as
@@ -285,6 +289,9 @@ def build(sources, names=None, progress=None, all_findings: bool = False) -> Rep
     called as queries run. Every trace of every source is one column of the
     report, in order; the first is the baseline. ``all_findings`` shows the
     findings that explain under 1 % of the GPU span too (the data always has them).
+    ``critical_path`` adds each trace's critical path of its first ProfilerStep
+    (``critical_path_stages``: how much of the step's path each stage holds,
+    beside its share of GPU time); off by default, it solves a graph per trace.
     """
     from tracekit import __version__
 
@@ -302,10 +309,21 @@ def build(sources, names=None, progress=None, all_findings: bool = False) -> Rep
     try:
         report = _build(named_traces, progress, __version__)
         report.every_finding = all_findings
+        if critical_path:
+            _critical_paths(report, named_traces)
         return report
     finally:
         for trace in opened:
             trace.close()
+
+
+def _critical_paths(report: Report, named_traces) -> None:
+    """Each trace's critical_path_stages rows (its first ProfilerStep), onto its TraceReport."""
+    for trace, name in named_traces:
+        rows = trace.query("critical_path_stages").to_dicts()
+        for t in report.traces:
+            if t.source == name:
+                t.critical_path = [r for r in rows if r["trace"] == t.trace]
 
 
 @dataclass

@@ -91,6 +91,7 @@ def print_report(report: Report, console=None, html_hint: bool = True, brief: bo
         console.print(table)
     report_breakdown.terminal(report, console)
     print_findings(report, console)
+    print_critical_path(report, console)
     print_notes(report, console)
     if report.comparison:
         _print_comparison(report, console, Table, box, Text)
@@ -132,6 +133,25 @@ def print_findings(report: Report, console) -> None:
                 console.print(Text(part, style="dim"), soft_wrap=True)
         # One line, never wrapped: it is copied and pasted (a terminal folds it only on screen).
         console.print(Text(f"    rows: {f.hint or _hint(by_label[label], f.query)}", style="dim"), soft_wrap=True)
+
+
+def print_critical_path(report: Report, console) -> None:
+    """With build(critical_path=True): per trace, each stage's share of its first step's critical path beside
+    its share of GPU time (critical_path_stages), heaviest on the path first."""
+    from rich.text import Text
+
+    traced = [t for t in report.traces if t.critical_path]
+    if not traced:
+        return
+    console.print(Text("On the critical path (first ProfilerStep; critical_path_stages)", style="bold"))
+    width = max(40, console.width)
+    for t in traced:
+        parts = [
+            f"{r['stage']} {fmt(r['path_pct'], 'pct')} of the path ({fmt(r['gpu_pct'], 'pct')} of GPU time)"
+            for r in sorted(t.critical_path, key=lambda r: -(r["path_ns"] or 0))
+        ]
+        for part in humanize.prose(f"{t.label}: " + ", ".join(parts), width, "  ", "    "):
+            console.print(Text(part), soft_wrap=True)
 
 
 def _short(f) -> str:
