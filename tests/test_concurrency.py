@@ -80,6 +80,7 @@ def _expected(trace_file: Path, names) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow  # 6 s of processes; every run keeps the cached-trace sweep beside it
 def test_many_processes_on_a_cold_cache(busy_trace, tmp_path):
     """From an empty cache: one process builds and links, the others wait for it; all answer."""
     cache = tmp_path / "cache"

@@ -78,6 +78,8 @@ def reference(one_process):
     return rows
 
 
+# Slow (19 s with its setup); every run keeps tests/test_parallel.py's jobs-against-one-process rows.
+@pytest.mark.slow
 def test_linked_in_worker_processes_the_rows_are_those_of_one_link(job, reference, tmp_path):
     """load --jobs 2 --link links each file in its task; the merge shifts every id column the schema declares."""
     out = tmp_path / "many.duckdb"
