@@ -128,7 +128,7 @@ def print_findings(report: Report, console) -> None:
         for part in humanize.prose(text, width, "    ", "    "):
             console.print(Text(part), soft_wrap=True)
         if len(g.members) > 1:
-            also = ", ".join(other + " " + _short(o) for other, o in g.members[1:]).replace("  ", " ")
+            also = ", ".join(f"{other} {_short(o)}".strip() for other, o in g.members[1:])
             for part in humanize.prose("also " + also, width, "    ", "    "):
                 console.print(Text(part, style="dim"), soft_wrap=True)
         # One line, never wrapped: it is copied and pasted (a terminal folds it only on screen).
