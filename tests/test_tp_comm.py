@@ -238,8 +238,9 @@ def test_b200_vllm_out_proj_is_its_gemm_and_the_all_reduce_is_tp_comm(load_share
 def test_b200_vllm_nested_collectives_are_decided_by_the_outermost_every_run(load_shared):
     """vLLM's ``vllm::all_reduce`` holds torch's ``symm_mem::multimem_all_reduce_``: both are collective ops,
     and the outermost decides every slice under it (attribution/slice_stages). Their positions differ by a
-    few units; an offset of 2^62 in the aggregate's key made the two keys equal in a DOUBLE, so the decider
-    changed from build to build (the inner op won most runs). Truth by construction: each slice's decider is
+    few units; a key offset by 2^62 (one aggregate for ops and modules) made the two keys equal in a DOUBLE, so
+    the decider changed from build to build (the inner op won most runs); the collective is now an aggregate
+    of its own over the positions themselves. Truth by construction: each slice's decider is
     its outermost ancestor-or-self that is a tp_comm op."""
     trace = load_shared("tracelens/b200_vllm_eager_paged-fp8.json.gz")
     rows = trace.sql(

@@ -124,7 +124,13 @@ def _local_cluster(workers: int, scratch: str):
     }
     with dask.config.set(settings):
         return LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, local_directory=scratch
+            # (":0": a free port, printed as a note; None does not turn the dashboard off but takes 8787, which a
+            # second load's cluster then finds taken)
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            local_directory=scratch,
         )
 
 

@@ -17,8 +17,9 @@ CREATE OR REPLACE TEMP TABLE _slice_deciders AS
 SELECT x.x, c.call_id, c.in_call_op,
        arg_max(m.rowid, m.pos)
            FILTER (WHERE m.kind = 'user_annotation' AND m.stage IS NOT NULL) AS by_label,
-       -- The outermost collective op over it, which outranks every module scope (two aggregates with plain
-       -- keys: one with a key computed per slice and mark cost a fifth of this step), else the innermost module.
+       -- The outermost collective op over it, which outranks every module scope, else the innermost module: two
+       -- aggregates on the position itself (one shared key, offset so that ops outrank modules, once lost the
+       -- positions in a DOUBLE and let two nested collectives tie).
        arg_min(m.rowid, m.pos)
            FILTER (WHERE m.kind = 'cpu_op' AND m.stage = {{comm_stage}} AND (m.context = 'any' OR m.pos >= c.call_pos))
            AS by_comm,
