@@ -282,6 +282,13 @@ def _stop(pool: ProcessPoolExecutor) -> None:
     for process in processes:
         with contextlib.suppress(Exception):
             process.join(timeout=1)
+    # The pool's manager thread sees its workers gone and closes its wakeup pipe. Waited for here: else the
+    # interpreter's exit may wake it (concurrent.futures' _python_exit) just as it closes the pipe, and print
+    # "OSError: Bad file descriptor" after our "Interrupted." (a race in CPython 3.11's _ThreadWakeup).
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is not None:
+        with contextlib.suppress(Exception):
+            manager.join(timeout=2)
     outputs.clean_staging()
 
 
