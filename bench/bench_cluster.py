@@ -12,12 +12,14 @@ uses a 10 KB synthetic attention trace instead (the per-file fixed cost alone).
 once per run, alternating, as ``tracekit load`` in a fresh process (start-up and a
 Dask LocalCluster's start included):
 
-- ``jobs1`` / ``jobs2``: one process or two worker processes, one task per file, then the merge;
-- ``jobs1_link`` / ``jobs2_link``: the same with ``--link`` (one process: one link after the
-  merge; workers: each task links its file, the merge renumbers);
+- ``jobs1`` / ``jobs2``: one process or two worker processes, a task per group of consecutive
+  files (``parallel.group_tasks``), then the merge;
+- ``jobs1_link`` / ``jobs2_link``: the same with ``--link`` (one link after the merge: the
+  reduce includes it);
 - ``dask2`` / ``dask2_link``: ``--dask local:2`` into a ``.duckdb``, without and with ``--link``;
-- ``parquet_dask2``: ``--parquet --dask local:2`` (each task loads and links one file and writes
-  its partitions; the commit renames them).
+- ``parquet_jobs2`` / ``parquet_dask2``: ``--parquet`` with two worker processes or
+  ``--dask local:2`` (each task loads and links its files and writes their partitions; the
+  commit renames them).
 
 For each: median wall seconds, CPU seconds (the process and every worker it waited for, from
 ``getrusage``), the ratio to ``jobs1`` / ``jobs1_link``, the extra CPU against one process for
@@ -56,6 +58,7 @@ CONFIGS = {
     "jobs2_link": ["--jobs", "2", "--link"],
     "dask2": ["--dask", "local:2"],
     "dask2_link": ["--dask", "local:2", "--link"],
+    "parquet_jobs2": ["--parquet", "--jobs", "2"],
     "parquet_dask2": ["--parquet", "--dask", "local:2"],
 }
 WEAK = ("jobs2_link", "parquet_dask2")
@@ -173,7 +176,7 @@ def print_strong(measured: dict[str, list[dict]], ranks: int, total_mb: float, r
             f"{name:<15}{wall:>8.2f}{cpu:>8.2f}{base[ref] / wall:>9.2f}x{100 * (cpu / base_cpu[ref] - 1):>10.0f}%"
             f"{reduce:>10.2f}{100 * reduce / wall:>9.0f}%{_median(runs_of, 'rss_mb'):>9.0f}{total_mb / wall:>7.0f}"
         )
-    print("speed-up and extra CPU against jobs1 (loads) or jobs1_link (linked: *_link, parquet_dask2)")
+    print("speed-up and extra CPU against jobs1 (loads) or jobs1_link (linked: *_link, parquet_*)")
 
 
 def weak(sizes: list[int], mb: int, tiny: bool, runs: int) -> dict[int, dict[str, list[dict]]]:

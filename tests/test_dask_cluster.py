@@ -190,7 +190,7 @@ def stall(*args, **kwargs):  # the first task this worker takes never ends: it i
     pathlib.Path(os.environ["TK_VICTIM_MARK"]).write_text(str(os.getpid()))
     time.sleep(600)
 
-dataset.load_part_parquet = stall
+dataset.load_parts_parquet = stall
 """
 
 
@@ -232,7 +232,7 @@ from tracekit.store import dataset
 def die(*args, **kwargs):  # every task kills the worker running it
     os._exit(1)
 
-dataset.load_part_parquet = die
+dataset.load_parts_parquet = die
 """
 
 

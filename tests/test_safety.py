@@ -226,11 +226,11 @@ def _kill_when_workers_run(args: list[str], workers: int, tmp_path: Path) -> tup
     return time.monotonic() - start, seen
 
 
-def _copies(tmp_path: Path, n: int) -> list[str]:
+def _copies(tmp_path: Path, n: int, trace: Path = SAMPLES / "flash.json.gz") -> list[str]:
     folder = tmp_path / "in"
     folder.mkdir()
     for i in range(n):
-        shutil.copyfile(SAMPLES / "flash.json.gz", folder / f"t{i}.json.gz")
+        shutil.copyfile(trace, folder / f"t{i}.json.gz")
     return [str(folder)]
 
 
@@ -303,7 +303,10 @@ def test_sigint_at_any_moment_is_interrupted_130_and_leaves_nothing(mode, at, tm
     """SIGINT once gave a 23-line traceback (while modules imported) or DuckDB's "INTERRUPT Error" and exit 1;
     ``--jobs 2`` waited for its workers. (Before 0.5 s the interpreter itself may still be starting: Python's
     own startup, before any tracekit code, is outside the promise.)"""
-    inputs = _copies(tmp_path, 40)
+    # Enough work that every mode is still loading at the last moment (files are grouped per task: 40 small
+    # files once took 30 s to link one by one, and now take 2), and statements short enough to stop within 1 s
+    copies = 320 if mode == "jobs" else 80
+    inputs = _copies(tmp_path, copies, SAMPLES.parent / "cpu_serving" / "serving_tgi.json.gz")
     args = {
         "link": ["load", *inputs, "-o", "OUT/t.duckdb", "--link", "--jobs", "1"],
         "jobs": ["load", *inputs, "-o", "OUT/t.duckdb", "--jobs", "2"],

@@ -236,10 +236,10 @@ def auto_memory_limit(sources: list[Source]) -> str:
     needs far less; a cap proportional to the input keeps a laptop usable
     (what does not fit is written to disk as the build goes).
     """
-    return _memory_cap(sum(_estimate(s.path) for s in sources))
+    return _memory_cap(sum(estimated_bytes(s.path) for s in sources))
 
 
-def _estimate(path: Path) -> int:
+def estimated_bytes(path: Path) -> int:
     """``uncompressed_bytes``, or 0 for a file that cannot be read: estimating the cap opens no file's
     failure before its load task does (that task names the file and the cause)."""
     try:

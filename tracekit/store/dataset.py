@@ -5,11 +5,11 @@ table, the base tables (``traces``, ``devices``, ``events``) and the linked
 model's (``cpu_slices``, ``gpu_ops``, ... ``attention_calls``), partitioned by
 trace (``events/trace_id=3/data.parquet``, zstd; the ``rule_*`` tables, the
 same for every trace, once), and the manifest ``tracekit_dataset.json``,
-written last. Each file is one load-and-link task (``load_part``, as for
-``load --jobs --link``): it parses and links the file in a DuckDB file of its
-own and writes its partitions into a staging folder, renamed into place whole,
-so a task that dies (and is retried) leaves nothing half written and nothing
-large passes through the scheduler.
+written last. A load-and-link task (``load_parts_parquet``) takes a run of
+consecutive files (``parallel.group_tasks``): it parses and links them in an
+in-memory DuckDB of its own and writes each file's partitions into a staging
+folder, renamed into place whole, so a task that dies (and is retried) leaves
+nothing half written and nothing large passes through the scheduler.
 The commit then numbers the traces in file order, aligns the ranks' clocks
 (over the communication kernels only) and writes the ``traces`` partitions and
 the manifest. A folder without its manifest is not a dataset.
@@ -68,45 +68,65 @@ def _copy(con, sql: str, path: Path) -> None:
     con.execute(f"COPY ({sql}) TO {literal(str(path))} (FORMAT parquet, COMPRESSION zstd)")
 
 
-def load_part_parquet(
-    index: int, path: str, label: str, from_directory: bool, out_dir: str, memory_limit: str | None = None
-) -> parallel.PartResult:
-    """One task: load and link one file and write its partitions under ``out_dir``/.staging/NNNNNN (atomically),
-    DuckDB capped at ``memory_limit`` (default: as ``parallel.load_part``'s).
+def load_parts_parquet(group: list[tuple]) -> list[parallel.PartResult]:
+    """One task: load and link the consecutive files of ``group`` (each ``index, path, label, from_directory,
+    out_dir, memory_limit``) together (``parallel.load_parts``) and write each file's partitions under
+    ``out_dir``/.staging/NNNNNN (atomically), DuckDB capped at ``memory_limit`` (default: as
+    ``parallel.load_part``'s).
 
-    Every table of the part is written: the base tables and the linked
+    Every table is written for each file: the base tables and the linked
     model's, each with the columns and types it has (``columns.json``: Parquet
-    does not keep DuckDB's JSON type), ids as the part numbers them. The task's
-    DuckDB is in memory (spilling into the staging folder past the cap): its
-    rows are written once, as the partitions.
+    does not keep DuckDB's JSON type), ids numbered as a part of that file
+    alone numbers them. The task's DuckDB is in memory (spilling into the
+    staging folder past the cap): its rows are written once, as the partitions.
     """
-    staging = Path(out_dir) / STAGING
-    final = staging / f"{index:06d}"
-    tmp = staging / f"{index:06d}.{os.getpid()}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    staging = Path(group[0][4]) / STAGING
+    tmps = {index: staging / f"{index:06d}.{os.getpid()}.tmp" for index, *_ in group}
+    for tmp in tmps.values():
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
 
-    def export(con) -> None:
-        # Straight from the task's in-memory database: the rows are written once, as Parquet.
+    def export(con, members: list[tuple]) -> None:
+        # Straight from the task's in-memory database: the rows are written once, as Parquet, file by file.
         tables = parallel.part_tables(con, con.execute("SELECT current_database()").fetchall()[0][0])
-        for table, columns in tables.items():
-            # trace_id is the partition folder's (set at commit), not a column of the files.
-            drop = " EXCLUDE (trace_id)" if any(c == "trace_id" for c, _ in columns) else ""
-            _copy(con, f"SELECT *{drop} FROM {table}", tmp / f"{table}.parquet")
-            _fault("part")
-        (tmp / "columns.json").write_text(json.dumps(tables))
+        for trace_id, member in enumerate(members, start=1):
+            tmp = tmps[member[0]]
+            # The file's ids as its own part numbers them: events from 0, traces from 1.
+            first = con.execute("SELECT coalesce(min(id), 0) FROM events WHERE trace_id = ?", [trace_id]).fetchall()
+            offsets = {"events.id": -int(first[0][0]), "traces.trace_id": 1 - trace_id}
+            for table, columns in tables.items():
+                # trace_id is the partition folder's (set at commit), not a column of the files.
+                kept = [(name, kind) for name, kind in columns if name != "trace_id"]
+                where = f" WHERE trace_id = {trace_id}" if len(kept) < len(columns) else ""
+                _copy(
+                    con,
+                    f"SELECT {parallel.shifted(table, kept, offsets)} FROM {table}{where}",
+                    tmp / f"{table}.parquet",
+                )
+                _fault("part")
+            (tmp / "columns.json").write_text(json.dumps(tables))
 
     try:
-        result = parallel.load_part(
-            index, path, label, from_directory, str(tmp / "part"), memory_limit, threads=1, linked=True, export=export
+        results = parallel.load_parts(
+            [
+                (i, path, label, from_dir, str(tmps[group[0][0]] / "part"), limit, 1, True)
+                for i, path, label, from_dir, _, limit in group
+            ],
+            export,
         )
-        if result.part is None:
-            return result
-        shutil.rmtree(final, ignore_errors=True)  # a retried task's earlier, complete attempt
-        os.replace(tmp, final)
-        return parallel.PartResult(index, path, str(final), loaded_on=result.loaded_on)
+        placed = []
+        for result in results:
+            if result.part is None:
+                placed.append(result)
+                continue
+            final = staging / f"{result.index:06d}"
+            shutil.rmtree(final, ignore_errors=True)  # a retried task's earlier, complete attempt
+            os.replace(tmps[result.index], final)
+            placed.append(parallel.PartResult(result.index, result.path, str(final), loaded_on=result.loaded_on))
+        return placed
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for tmp in tmps.values():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _local_cluster(workers: int, scratch: str):
@@ -206,8 +226,8 @@ def dask_runner(
     note: Callable[[str], None] | None = None,
 ) -> parallel.Runner:
     """A runner of load tasks on the Dask cluster at ``address`` (``local:N``, ``tcp://host:port`` or
-    ``file:SCHEDULER_FILE``): with ``out_dir``, ``build``'s tasks (``load_part_parquet``), else
-    ``parallel``'s (``parallel.load_part``). ``progress(bytes done, bytes, path, files=(done, total))`` as
+    ``file:SCHEDULER_FILE``): with ``out_dir``, ``build``'s tasks (``load_parts_parquet``), else
+    ``parallel``'s (``parallel.load_parts``), a task per group of files (``parallel.group_tasks``). ``progress(bytes done, bytes, path, files=(done, total))`` as
     tasks finish; ``note`` gets the dashboard's address when the scheduler serves one.
 
     A task whose worker dies is run again on another (Dask reschedules it; a task that kills
@@ -223,20 +243,23 @@ def dask_runner(
         try:
             if note and (link := dashboard(client)):
                 note(f"Dask dashboard: {link}")
-            task = load_part_parquet if out_dir is not None else parallel.load_part
-            # One task per file, retried when it raises; results are small (paths, errors).
-            futures = client.map(lambda args: task(*args), tasks, retries=2, pure=False)
+            task = load_parts_parquet if out_dir is not None else parallel.load_parts
+            # One task per group of files (parallel.group_tasks, by the cluster's worker threads), retried when
+            # it raises; results are small (paths, errors).
+            threads = sum(client.nthreads().values()) or 1
+            groups = parallel.group_tasks(tasks, threads)
+            futures = client.map(task, groups, retries=2, pure=False)
             sizes = {t[1]: parallel.file_size(Path(t[1])) for t in tasks}
             total = sum(sizes.values())
             done_bytes = 0
             results = []
             try:
                 for future in as_completed(futures):
-                    result = future.result()
-                    results.append(result)
-                    done_bytes += sizes.get(result.path, 0)
+                    finished = future.result()
+                    results.extend(finished)
+                    done_bytes += sum(sizes.get(result.path, 0) for result in finished)
                     if progress:
-                        progress(done_bytes, total, result.path, files=(len(results), len(tasks)))
+                        progress(done_bytes, total, finished[-1].path, files=(len(results), len(tasks)))
             except Exception as exc:  # a task that killed its workers (KilledWorker), a lost scheduler
                 client.cancel(futures)
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -324,7 +347,7 @@ def build(
             results = dask_runner(dask, work, progress, note)(tasks)
         else:
             workers = min(jobs or parallel.default_jobs(), len(tasks))
-            results = parallel.run_local(workers, progress, sizes, task=load_part_parquet)(tasks)
+            results = parallel.run_local(workers, progress, sizes, task=load_parts_parquet)(tasks)
         results = sorted(results, key=lambda r: r.index)
         parts = parallel.loaded_parts(sources, results, warn, out_dir)
         _commit(work, sources, parts, warn)

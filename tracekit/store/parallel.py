@@ -1,19 +1,20 @@
-"""Loading many traces at once: one task per file in worker processes, then one merge.
+"""Loading many traces at once: tasks of consecutive files in worker processes, then one merge.
 
-Every base table and every linked table is per trace, so each file is parsed
-and checked on its own, and linked too when the model is wanted (``load_part``:
-a small DuckDB file holding that trace's rows, numbered from 1 and 0), and the
-parts are merged in file order into the output with every id column the schema
-declares (``catalog.id_columns``) shifted by what precedes them: the output
-holds exactly the rows a one-process load (and link) of the same files writes.
-The merge then runs what needs every trace at once: the views, the
-duplicate-rank check and the clock alignment (``ranks``).
+Every base table is per trace, so each file is parsed and checked on its own
+(``load_part``, or ``load_parts`` for a run of files: a small DuckDB file
+holding their rows, numbered from 1 and 0), and the parts are merged in file order into the output with every id
+column the schema declares (``catalog.id_columns``) shifted by what precedes
+them: the output holds exactly the rows a one-process load of the same files
+writes. The merge then runs what needs every trace at once: the views, the
+duplicate-rank check, the clock alignment (``ranks``) and, when the model is
+wanted, one link over the merged tables. (A Parquet dataset's tasks also link
+their file, ``load_part(linked=True)``: its partitions are never merged.)
 
 A file that fails does not stop the others: every failure is reported by name
 at the end, the output holds the traces that loaded, and ``PartialLoadError``
 says which did not (the CLI exits non-zero). Nothing is written when no file
 loads, and the output appears only complete (written beside it, then renamed).
-``dataset`` runs the same ``load_part`` on a Dask cluster.
+``dataset`` runs the same tasks on a Dask cluster.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def load_part(
     export: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> PartResult:
     """Load one trace file into the DuckDB file ``part``: its base tables, and with ``linked`` its
-    linked model too (every linked table is per trace, so the merge only renumbers it).
+    linked model too (every linked table is per trace).
 
     With ``export`` no part is written: the trace is loaded (and linked) in memory, spilling
     into ``part``'s folder past the cap, and ``export(con)`` writes its rows where they go
@@ -97,11 +98,70 @@ def load_part(
     """
     from tracekit.ingest.ranks import loaded_on
 
-    source = Source(Path(path), from_directory)
-    skipped: list[str] = []  # ingest's warning that the file, found in a directory, holds no trace
     try:
-        limit = memory_limit or database.auto_memory_limit([source])
-        tmp = Path(part).with_name(Path(part).name + ".tmp")
+        _load([(path, label, from_directory)], part, memory_limit, threads, linked, export)
+    except NotATraceError as exc:
+        if from_directory:
+            return PartResult(index, path, None, skipped=True, loaded_on=loaded_on())
+        return PartResult(index, path, None, error=exc.problem, loaded_on=loaded_on())
+    except _Skipped:
+        return PartResult(index, path, None, skipped=True, loaded_on=loaded_on())
+    except TraceFormatError as exc:
+        return PartResult(index, path, None, error=exc.problem, loaded_on=loaded_on())
+    except (TracekitError, duckdb.Error, OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, OSError) and exc.strerror:  # the cause; the warning names the file
+            first = "symbolic link loop" if exc.errno == errno.ELOOP else exc.strerror
+        return PartResult(index, path, None, error=first, loaded_on=loaded_on(), space=outputs.is_space_error(exc))
+    return PartResult(index, path, part, loaded_on=loaded_on())
+
+
+def load_parts(group: list[tuple], export: Callable | None = None) -> list[PartResult]:
+    """One task: the consecutive files of ``group`` (each ``load_part``'s arguments) loaded, and linked, together
+    into the first one's part, so that they pay one task's fixed cost (a link runs some 200 statements whatever
+    its size: bench/README.md, "One task's fixed cost"); a result per file, all naming that part.
+
+    ``export(con, group)`` (``dataset``'s) writes each file's rows where they go, instead of the part. When
+    any file of the group fails or is skipped, each is loaded on its own instead: a bad file fails alone and
+    is reported as a task of its own would report it (a full disk stops them all: it is no file's fault).
+    """
+    from tracekit.ingest.ranks import loaded_on
+
+    if len(group) == 1:
+        index, path, label, from_directory, part, memory_limit, threads, linked = group[0][:8]
+        exported = None if export is None else lambda con: export(con, group)
+        return [load_part(index, path, label, from_directory, part, memory_limit, threads, linked, exported)]
+    _, _, _, _, part, memory_limit, threads, linked = group[0][:8]
+    files = [(path, label, from_directory) for _, path, label, from_directory, *_ in group]
+    try:
+        _load(files, part, memory_limit, threads, linked, None if export is None else lambda con: export(con, group))
+    except (_Skipped, TracekitError, duckdb.Error, OSError, ValueError) as exc:
+        if outputs.is_space_error(exc):
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "no space left on device"
+            return [PartResult(i, path, None, error=first, loaded_on=loaded_on(), space=True) for i, path, *_ in group]
+        return [result for one in group for result in load_parts([one], export)]
+    return [PartResult(i, path, part, loaded_on=loaded_on()) for i, path, *_ in group]
+
+
+class _Skipped(Exception):
+    """A file found in a directory that holds no trace (ingest warned): skipped, as a one-process load does."""
+
+
+def _load(
+    files: list[tuple[str, str, bool]],
+    part: str,
+    memory_limit: str | None,
+    threads: int | None,
+    linked: bool,
+    export: Callable[[duckdb.DuckDBPyConnection], None] | None,
+) -> None:
+    """Load ``files`` (path, label, found in a directory), in order, into the part (or, with ``export``, into
+    memory and out through it); raises what the load raised, ``_Skipped`` when a file was skipped."""
+    sources = [Source(Path(path), from_directory) for path, _, from_directory in files]
+    skipped: list[str] = []  # ingest's warning that a file, found in a directory, holds no trace
+    tmp = Path(part).with_name(Path(part).name + ".tmp")
+    try:
+        limit = memory_limit or database.auto_memory_limit(sources)
         if export is None:
             con = database.connect_writer(tmp, limit, threads=threads)
         else:
@@ -112,8 +172,11 @@ def load_part(
             con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
             con.execute("INSERT INTO tracekit_info VALUES ('linked', 'false')")
             events_table.create_tables(con)
-            # The folder's label: which capture labels are unique only the merge can tell.
-            events_table.ingest(con, [source], labels=[label], warn=skipped.append, relabel=False)
+            # The folder's labels: which capture labels are unique only the merge can tell.
+            labels = [label for _, label, _ in files]
+            events_table.ingest(con, sources, labels=labels, warn=skipped.append, relabel=False)
+            if skipped:
+                raise _Skipped(skipped[0])
             if linked:
                 # The base views and macros the model reads; no docs (the merge writes them once). A small
                 # file's link commits once, as a one-process build's does (database.build).
@@ -128,24 +191,42 @@ def load_part(
                 export(con)
         finally:
             con.close()
+        if export is None:
+            os.replace(tmp, part)
+    except BaseException as exc:
+        if export is None:  # the part as far as it got: a load of the same part again starts afresh
+            for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+        if skipped and isinstance(exc, TraceFormatError):
+            raise _Skipped(skipped[0]) from None
+        raise
+    finally:
         if export is not None:
             shutil.rmtree(tmp, ignore_errors=True)  # what DuckDB spilled
-            return PartResult(index, path, part, loaded_on=loaded_on())
-        os.replace(tmp, part)
-    except NotATraceError as exc:
-        if from_directory:
-            return PartResult(index, path, None, skipped=True, loaded_on=loaded_on())
-        return PartResult(index, path, None, error=exc.problem, loaded_on=loaded_on())
-    except TraceFormatError as exc:
-        if skipped:
-            return PartResult(index, path, None, skipped=True, loaded_on=loaded_on())
-        return PartResult(index, path, None, error=exc.problem, loaded_on=loaded_on())
-    except (TracekitError, duckdb.Error, OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if isinstance(exc, OSError) and exc.strerror:  # the cause; the warning names the file
-            first = "symbolic link loop" if exc.errno == errno.ELOOP else exc.strerror
-        return PartResult(index, path, None, error=first, loaded_on=loaded_on(), space=outputs.is_space_error(exc))
-    return PartResult(index, path, part, loaded_on=loaded_on())
+
+
+# A task's files: consecutive files grouped up to this many uncompressed bytes (a task's DuckDB is capped at
+# 2.5 times its files': docs/cluster.md, "Sizing"), so that the fixed cost is small against the work.
+GROUP_BYTES = 256 << 20
+
+
+def group_tasks(tasks: list[tuple], workers: int) -> list[list[tuple]]:
+    """``tasks`` (one per file, in file order) as the groups one task each loads (``load_parts``): consecutive
+    files up to ``GROUP_BYTES`` in all, and, with several workers, at most as many files per group as leave
+    two groups per worker (a worker that finishes early takes the next: the load stays balanced)."""
+    most = len(tasks) if workers <= 1 else max(1, -(-len(tasks) // (2 * workers)))
+    groups: list[list[tuple]] = []
+    size = 0
+    for task in tasks:
+        estimate = database.estimated_bytes(Path(task[1]))
+        if groups and len(groups[-1]) < most and size + estimate <= GROUP_BYTES:
+            groups[-1].append(task)
+            size += estimate
+        else:
+            groups.append([task])
+            size = estimate
+    return groups
 
 
 BASE_TABLES = ("traces", "devices", "events")
@@ -178,8 +259,8 @@ def shifted(table: str, columns, offsets: dict[str, int]) -> str:
 
 
 def part_tables(con: duckdb.DuckDBPyConnection, database_name: str) -> dict[str, list[tuple[str, str]]]:
-    """The tables of an attached part that a merge carries: the base tables, and the linked model's
-    tables (``pipeline.NAMES`` stored as tables) when the part was linked; each with its columns, in order."""
+    """The tables of a part that a merge (or a dataset's export) carries: the base tables, and the linked
+    model's tables (``pipeline.NAMES`` stored as tables) when the part was linked; each with its columns, in order."""
     linked = con.execute(f"SELECT value FROM {database_name}.tracekit_info WHERE key = 'linked'").fetchall()
     wanted = BASE_TABLES + (pipeline.NAMES if linked and linked[0][0] == "true" else ())
     rows = con.execute(
@@ -193,40 +274,20 @@ def part_tables(con: duckdb.DuckDBPyConnection, database_name: str) -> dict[str,
     return {table: out[table] for table in wanted if table in out}
 
 
-def merge(con: duckdb.DuckDBPyConnection, parts: list[str]) -> bool:
-    """Append the parts' tables to ``con`` in order, ids shifted; True when every part was linked.
-
-    Every base table, and every linked table when all the parts are linked,
-    is appended with the id columns the schema declares (``catalog.id_columns``)
-    shifted by the events and traces before the part: the rows a one-process
-    load (and link) of the same files writes. The linked tables without a
-    trace id (the ``rule_*`` tables: the same rules for every trace) are
-    copied once, from the first part.
-    """
+def merge(con: duckdb.DuckDBPyConnection, parts: list[str]) -> None:
+    """Append the parts' base tables to ``con`` in order, with the id columns the schema declares
+    (``catalog.id_columns``) shifted by the events and traces before the part: the rows a one-process
+    load of the same files writes."""
     traces, events = con.execute("SELECT (SELECT count(*) FROM traces), (SELECT count(*) FROM events)").fetchall()[0]
-    tables = []
-    for part in parts:
-        con.execute("ATTACH ? AS _part (READ_ONLY)", [part])
-        try:
-            tables.append(part_tables(con, "_part"))
-        finally:
-            con.execute("DETACH _part")
-    linked = bool(tables) and all(set(pipeline.NAMES) & set(part_table) for part_table in tables)
     con.execute("SET preserve_insertion_order = false")
     try:
-        for index, (part, found) in enumerate(zip(parts, tables)):
+        for part in parts:
             con.execute("ATTACH ? AS _part (READ_ONLY)", [part])
             try:
                 offsets = {"events.id": int(events), "traces.trace_id": int(traces)}
-                for table, columns in found.items():
-                    if table not in BASE_TABLES and not linked:
-                        continue
-                    per_trace = catalog.per_trace(table)
-                    if table not in BASE_TABLES and index == 0:
-                        con.execute(f"CREATE TABLE {table} AS FROM _part.{table} LIMIT 0")
-                    if per_trace or index == 0:
-                        select = shifted(table, columns, offsets)
-                        con.execute(f"INSERT INTO {table} SELECT {select} FROM _part.{table}")
+                for table, columns in part_tables(con, "_part").items():
+                    select = shifted(table, columns, offsets)
+                    con.execute(f"INSERT INTO {table} SELECT {select} FROM _part.{table}")
                 part_traces, part_events = con.execute(
                     "SELECT (SELECT count(*) FROM _part.traces), (SELECT count(*) FROM _part.events)"
                 ).fetchall()[0]
@@ -236,7 +297,6 @@ def merge(con: duckdb.DuckDBPyConnection, parts: list[str]) -> bool:
             events += part_events
     finally:
         con.execute("RESET preserve_insertion_order")
-    return linked
 
 
 def write_merged(
@@ -254,14 +314,12 @@ def write_merged(
         try:
             con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
             events_table.create_tables(con)
-            merged_linked = merge(con, parts)
+            merge(con, parts)
             events_table.capture_labels(con)  # over every trace: unique among all of them
             database.finish(con, warn)
             database.comment(con)
             database.write_info(con, sources)
-            if merged_linked:
-                pipeline.adopt(con)  # linked in the tasks: the views, macros and docs over the merged tables
-            elif linked:
+            if linked:
                 pipeline.build(con)
             con.execute("CHECKPOINT")
         finally:
@@ -293,20 +351,25 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 
 
 def run_local(
-    jobs: int, progress=None, sizes: dict[str, int] | None = None, task: Callable[..., PartResult] = load_part
+    jobs: int,
+    progress=None,
+    sizes: dict[str, int] | None = None,
+    task: Callable[[list[tuple]], list[PartResult]] = load_parts,
 ) -> Runner:
-    """Run load tasks (``task``: ``load_part``, or ``dataset``'s) in ``jobs`` worker processes (here when 1)."""
+    """Run load tasks (``task``: ``load_parts``, or ``dataset``'s) in ``jobs`` worker processes (here when 1),
+    the files grouped by ``group_tasks``."""
 
     def run(tasks: list[tuple]) -> list[PartResult]:
         total = sum((sizes or {}).values())
         done = 0
         results: list[PartResult] = []
+        groups = group_tasks(tasks, jobs)
         if jobs <= 1:
-            for args in tasks:
+            for group in groups:
                 if progress:
-                    progress(done, total, args[1], files=(len(results), len(tasks)))
-                results.append(task(*args))
-                done += (sizes or {}).get(args[1], 0)
+                    progress(done, total, group[0][1], files=(len(results), len(tasks)))
+                results.extend(task(group))
+                done += sum((sizes or {}).get(args[1], 0) for args in group)
             return results
         # spawn: a fresh interpreter per worker, never a fork of a process that has DuckDB threads.
         # Each worker dies with this process (die_with_parent); on Ctrl-C or an error the pool is stopped,
@@ -320,13 +383,13 @@ def run_local(
             )
         try:
             with lifeline.workers_die_with_me():
-                futures = [pool.submit(task, *args) for args in tasks]
+                futures = [pool.submit(task, group) for group in groups]
             for future in as_completed(futures):
-                result = future.result()
-                results.append(result)
-                done += (sizes or {}).get(result.path, 0)
+                finished = future.result()
+                results.extend(finished)
+                done += sum((sizes or {}).get(result.path, 0) for result in finished)
                 if progress:
-                    progress(done, total, result.path, files=(len(results), len(tasks)))
+                    progress(done, total, finished[-1].path, files=(len(results), len(tasks)))
         except BaseException:
             _stop(pool)
             raise
@@ -346,12 +409,14 @@ def build_file(
     linked: bool = False,
     runner: Runner | None = None,
 ) -> Path:
-    """Load ``paths`` into the DuckDB file ``out`` with one task per file, then merge.
+    """Load ``paths`` into the DuckDB file ``out``, a task per group of files (``group_tasks``), then merge.
 
     ``jobs`` worker processes (default: the cores); ``runner`` runs the tasks
-    elsewhere (``dataset``'s Dask runner). With ``linked`` each worker links
-    its file; in one process (``jobs`` 1) the merged database is linked once
-    instead, which costs less than linking the files one by one (bench/README.md, "Cluster load").
+    elsewhere (``dataset``'s Dask runner). With ``linked`` the merged database
+    is linked once, in this process: linking each file in its task and merging
+    the linked rows costs more, in CPU and in time, than one link over the
+    merged base tables (bench/README.md, "Cluster load"). A Parquet dataset
+    (``dataset``) is where the tasks link: nothing is merged there.
     Raises ``PartialLoadError`` after
     writing ``out`` when some files failed, ``TraceFormatError`` (nothing
     written) when none loaded.
@@ -370,9 +435,8 @@ def build_file(
     work.mkdir()
     try:
         threads = max(1, default_jobs() // max(jobs, 1))
-        link_tasks = linked and (jobs > 1 or runner is not None)
         tasks = [
-            (i, str(s.path), label, s.from_directory, str(work / f"{i:06d}.duckdb"), memory_limit, threads, link_tasks)
+            (i, str(s.path), label, s.from_directory, str(work / f"{i:06d}.duckdb"), memory_limit, threads, False)
             for i, (s, label) in enumerate(zip(sources, labels))
         ]
         run = runner or run_local(jobs, progress, {str(s.path): file_size(s.path) for s in sources})
@@ -384,7 +448,8 @@ def build_file(
 
 def _finish(out, sources, results: list[PartResult], warn, memory_limit, linked) -> Path:
     loaded = loaded_parts(sources, results, warn, out)
-    write_merged(out, sources, [str(r.part) for r in loaded], memory_limit, linked, warn)
+    parts = list(dict.fromkeys(str(r.part) for r in loaded))  # a group's files share their part
+    write_merged(out, sources, parts, memory_limit, linked, warn)
     raise_partial(out, loaded, results, warn)
     return out
 
