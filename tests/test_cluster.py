@@ -2,8 +2,9 @@
 
 The jobs are built from the real NCCL trace ``hta/a100_nccl_rank0`` by
 ``cluster_synthetic.make_job``: one copy per rank with its clock shifted and
-one rank arriving late at every collective, so the answers are known by
-construction.
+one rank arriving late at every collective (or, in the job set beside HTA,
+several ranks each late at its own collectives, one computing inside a
+collective), so the answers are known by construction.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from cluster_synthetic import make_job
+from cluster_synthetic import HTA_JOB, make_job
 from conftest import capture_tiny_attention, require_shared
 
 import tracekit
@@ -118,6 +119,60 @@ def test_rank_summary_has_one_row_per_rank_the_worst_first(source, tmp_path):
     assert rows[1]["comm_ns"] == rows[2]["comm_ns"] == single["comm_ns"]
     assert rows[0]["comm_ns"] == single["comm_ns"] - sum(truth.delays_ns)
     assert 0 < rows[1]["exposed_comm_ns"] <= rows[1]["comm_ns"] <= rows[1]["gpu_busy_ns"]
+
+
+@pytest.fixture(scope="module")
+def hta_job(source, tmp_path_factory):
+    """The job set beside HTA (bench/compare_hta_ranks.py): its truth and tracekit's cross-rank answers."""
+    folder = tmp_path_factory.mktemp("hta_job")
+    truth = make_job(source, folder, **HTA_JOB)
+    with _load(folder) as t:
+        answers = {q: t.query(q).to_dicts() for q in ("comm_overlap", "stragglers", "matched_collectives")}
+    return truth, answers
+
+
+def test_several_late_ranks_each_charged_its_own_collectives(hta_job):
+    # Ranks late at different collectives by different delays (docs/cluster.md, "Against HTA").
+    truth, answers = hta_job
+    stragglers = answers["stragglers"]
+    assert [(s["rank"], s["wait_caused_ns"]) for s in stragglers] == [
+        (2, 3_000_000),
+        (3, 1_800_000),
+        (1, 1_500_000),
+        (0, 0),
+    ]
+    assert {s["rank"]: s["wait_caused_ns"] for s in stragglers} == truth.wait_caused_by
+    # Where every rank arrived together (skew 0) nobody arrived last: rank 3, the tie-break's pick, is not charged.
+    assert {s["rank"]: s["last_arrivals"] for s in stragglers} == {r: len(truth.late_at.get(r, {})) for r in range(4)}
+    # Every (collective, rank): arrival and wait as written, the collective matched by its order among its kind.
+    order: dict[str, int] = {}
+    index = {}
+    for i, kind in enumerate(truth.collectives):
+        index[(kind, order.setdefault(kind, 0))] = i
+        order[kind] += 1
+    late = {i: (rank, delay) for rank, at in truth.late_at.items() for i, delay in at.items()}
+    rows = answers["matched_collectives"]
+    assert len(rows) == 4 * 21
+    for r in rows:
+        late_rank, delay = late.get(index[(r["collective"], r["instance"])], (None, 0))
+        assert r["skew_ns"] == delay
+        assert r["arrival_ns"] == (delay if r["rank"] == late_rank else 0)
+        assert r["wait_ns"] == (0 if r["rank"] == late_rank else delay)
+        assert r["last_arrival"] == (r["rank"] == late_rank)
+        assert r["wait_caused_ns"] == (3 * delay if r["rank"] == late_rank else 0)
+
+
+def test_overlap_per_rank_equals_the_intervals_written(hta_job):
+    # HTA's comm/comp overlap: merged communication time, and the part of it computation kernels cover.
+    truth, answers = hta_job
+    overlap = {r["rank"]: r for r in answers["comm_overlap"]}
+    assert {r: (o["comm_ns"], o["overlapped_ns"]) for r, o in overlap.items()} == {
+        r: (truth.comm_ns[r], truth.overlapped_ns[r]) for r in range(4)
+    }
+    # A late rank's collective kernels are shorter by its delays; rank 3 computed through 0.42 ms of a collective.
+    assert all(truth.comm_ns[r] == truth.comm_ns[0] - sum(truth.late_at.get(r, {}).values()) for r in range(4))
+    assert truth.extra_compute_ns[3] > 400_000
+    assert max(overlap, key=lambda r: overlap[r]["overlap_pct"]) == 3
 
 
 def test_identity_written_by_the_capture_module_is_read_back(source, tmp_path):

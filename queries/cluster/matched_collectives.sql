@@ -39,7 +39,7 @@
 -- @column dur_ns BIGINT            Kernel duration, ns.
 -- @column arrival_ns BIGINT        When this rank arrived after the first rank to arrive, ns (from durations).
 -- @column wait_ns BIGINT           Time this rank waited in the kernel for the last rank, ns.
--- @column last_arrival BOOLEAN     This rank arrived last: the others waited for it (ties: the later start, then the higher rank).
+-- @column last_arrival BOOLEAN     This rank arrived last: the others waited for it (ties: the later start, then the higher rank); no rank when all arrived together (skew_ns 0).
 -- @column wait_caused_ns BIGINT    On the last arrival's row, the time all the others waited for it (sum of wait_ns), ns; else 0.
 -- @column skew_ns BIGINT           Spread of the arrivals of this instance (longest - shortest duration), ns.
 WITH k AS (
@@ -60,8 +60,8 @@ m AS (
 SELECT job, pg, collective, instance, matched_on, trace, rank, peer, ranks, group_size, name AS kernel, aligned_ns AS start_ns, dur_ns,
        longest_ns - dur_ns AS arrival_ns,
        dur_ns - shortest_ns AS wait_ns,
-       lateness = 1 AS last_arrival,
-       CASE WHEN lateness = 1
+       lateness = 1 AND longest_ns > shortest_ns AS last_arrival,
+       CASE WHEN lateness = 1 AND longest_ns > shortest_ns
             THEN (sum(dur_ns) OVER (PARTITION BY job, pg, match_key, instance, part) - ranks * shortest_ns)::BIGINT
             ELSE 0 END AS wait_caused_ns,
        longest_ns - shortest_ns AS skew_ns

@@ -13,7 +13,7 @@
 -- @column trace VARCHAR            Trace label.
 -- @column rank INTEGER             The trace's rank.
 -- @column collectives BIGINT       Matched collective instances (and point-to-point transfers) the rank took part in.
--- @column last_arrivals BIGINT     Of those, the ones it arrived at last.
+-- @column last_arrivals BIGINT     Of those, the ones it arrived at last (the others waited for it).
 -- @column wait_caused_ns BIGINT    Time the other ranks waited for it, summed over those instances, ns.
 -- @column matched_on VARCHAR       What its instances were matched on (matched_collectives.matched_on, each kind once: "Seq", "order", "peer and order"); NULL when nothing matched.
 WITH per_rank AS (
