@@ -514,6 +514,9 @@ def connect(path, select: selection.Selection | None = None) -> tuple[duckdb.Duc
             f"{database.SCHEMA_VERSION}: rebuild it with 'tracekit load --parquet'",
         )
     con = duckdb.connect()
+    # The files' footers read once per connection, not at each bind of a view over them (every query, and
+    # every view and macro created below): a dataset's files do not change once written.
+    con.execute("SET parquet_metadata_cache = true")
     con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
     insert_rows(
         con,
