@@ -488,5 +488,9 @@ def load(
     con = duckdb.connect()
     database.build(con, discover(paths), progress=progress, warn=warn, linked=link)
     if selection.Selection.of(ranks, traces):
-        selection.select_in_memory(con, selection.Selection.of(ranks, traces), ", ".join(map(str, paths)))
+        try:
+            selection.select_in_memory(con, selection.Selection.of(ranks, traces), ", ".join(map(str, paths)))
+        except BaseException:
+            con.close()
+            raise
     return Trace(con, None, allow_files=allow_files)

@@ -44,10 +44,12 @@ class Selection:
         return bool(self.ranks or self.traces)
 
     @classmethod
-    def of(cls, ranks: Iterable[int] | str | None = None, traces: Iterable[str] | str | None = None) -> Selection:
+    def of(cls, ranks: Iterable[int] | int | str | None = None, traces: Iterable[str] | str | None = None) -> Selection:
         """A selection from ranks (ints, or text as ``--rank`` takes it: ``0,3``, ``0-7``) and labels."""
         if isinstance(ranks, str):
             ranks = parse_ranks(ranks)
+        elif isinstance(ranks, int):
+            ranks = [ranks]
         if isinstance(traces, str):
             traces = [traces]
         return cls(tuple(sorted(set(int(r) for r in ranks or ()))), tuple(dict.fromkeys(traces or ())))
