@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -238,3 +240,107 @@ def test_a_dataset_load_caps_each_task_at_the_memory_limit(job, tmp_path, monkey
     assert code == 1
     assert "--memory-limit='lots'" in capsys.readouterr().err
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+
+
+# Some ranks of a source (--rank/--trace, tracekit.load(ranks=, traces=)): four small GPU traces as ranks 0-3.
+RANK_TRACES = ("flash", "math", "inplace", "naive")
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory) -> dict[str, Path]:
+    """The same four ranks of one job as a Parquet dataset, an unlinked .duckdb and a linked one."""
+    root = tmp_path_factory.mktemp("four_ranks")
+    samples = Path(__file__).resolve().parent.parent / "sample_traces" / "gpu_a100_synthetic"
+    (root / "ranks").mkdir()
+    for rank, name in enumerate(RANK_TRACES):
+        doc = json.loads(gzip.decompress((samples / f"{name}.json.gz").read_bytes()))
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": len(RANK_TRACES)}
+        (root / "ranks" / f"rank{rank}.json").write_text(json.dumps(doc))
+    dataset.build([root / "ranks"], root / "ds", jobs=1)
+    unlinked = database.build_file([root / "ranks"], root / "unlinked.duckdb")
+    linked = root / "linked.duckdb"
+    linked.write_bytes(unlinked.read_bytes())
+    assert database.link_file(linked)
+    return {"ranks": root / "ranks", "ds": root / "ds", "unlinked": unlinked, "linked": linked}
+
+
+def rows_of(trace, trace_ids=None) -> dict[str, list]:
+    """``model_rows``; with ``trace_ids``, of the tables with a trace_id column only, their rows of those
+    traces (the others, kernel_precision_classes, hold what the traces read hold)."""
+    rows = {}
+    for name in (*pipeline.NAMES, "traces", "devices", "events"):
+        columns = [row[0] for row in trace.rows(f"DESCRIBE {name}")]
+        if trace_ids and "trace_id" not in columns:
+            continue
+        where = f"WHERE trace_id IN ({', '.join(map(str, trace_ids))})" if trace_ids else ""
+        kept = " EXCLUDE (loaded_on)" if name == "traces" else ""
+        rows[name] = trace.rows(f"SELECT *{kept} FROM {name} {where} ORDER BY ALL")
+    return rows
+
+
+def assert_same_selected(expected: dict[str, list], selected: dict[str, list], first: dict | None) -> dict:
+    """``selected`` holds ``expected``'s rows, and those of every other table of the ``first`` selection's."""
+    assert_same_rows(expected, {name: selected[name] for name in expected})
+    if first is not None:
+        assert_same_rows(first, selected)
+    return selected
+
+
+def test_selected_ranks_read_the_rows_of_the_whole_source_filtered_to_them(four_ranks):
+    """Ids included: a dataset's selection and a .duckdb's (linked on first use, in memory, over those ranks
+    only; or read from the file) hold the full source's rows of those traces."""
+    with tracekit.load(four_ranks["ds"]) as whole:
+        ids = [t for (t,) in whole.rows("SELECT trace_id FROM traces WHERE rank IN (1, 3) ORDER BY 1")]
+        expected = rows_of(whole, ids)
+    assert ids == [2, 4] and expected["gpu_ops"] and expected["attention_calls"]
+    with tracekit.load(four_ranks["ds"], ranks="1,3") as ds:
+        assert ds.linked and ds.selected == "2 of 4 traces (--rank 1,3)"
+        first = assert_same_selected(expected, rows_of(ds), None)
+    assert len(first) > len(expected)
+    with tracekit.load(four_ranks["unlinked"], ranks=[3, 1]) as db:
+        assert not db.linked
+        assert_same_selected(expected, rows_of(db), first)  # linked now, over ranks 1 and 3
+    with tracekit.open(four_ranks["linked"], traces=["rank1", "rank3"]) as db:
+        assert db.linked and db.selected == "2 of 4 traces (--trace rank1 --trace rank3)"
+        assert_same_selected(expected, rows_of(db), first)
+    with tracekit.open(four_ranks["unlinked"]) as db:
+        assert not db.linked  # the file was only read
+
+
+def test_a_selected_dataset_opens_only_its_partitions(four_ranks):
+    def scanned(trace) -> tuple[int, list[str]]:
+        plan = trace.rows("EXPLAIN ANALYZE SELECT count(*), sum(dur_ns) FROM events")[0][1]
+        return int(re.search(r"Total Files Read: (\d+)", plan)[1]), re.findall(r"trace_id=(\d+)/data\.parquet", plan)
+
+    with tracekit.load(four_ranks["ds"]) as whole:
+        assert scanned(whole)[0] == 4
+    with tracekit.load(four_ranks["ds"], ranks=[2]) as ds:
+        assert scanned(ds) == (1, ["3"])
+        # Every table's view lists that partition alone.
+        for (sql,) in ds.rows("SELECT sql FROM duckdb_views() WHERE sql LIKE '%read_parquet([%'"):
+            assert re.findall(r"trace_id=(\d+)/", sql) == ["3"], sql
+
+
+def test_the_cli_selects_alike_on_a_dataset_and_a_duckdb(four_ranks, capsys):
+    outs = []
+    for source in (four_ranks["ds"], four_ranks["linked"]):
+        assert main(["query", "stage_breakdown", str(source), "--rank", "0", "--rank", "2-3", "-f", "csv"]) == 0
+        out, err = capsys.readouterr()
+        outs.append(out)
+        assert err.splitlines()[0] == f"Note: {source}: reading 3 of 4 traces (--rank 0,2-3)"
+        assert main(["query", "rank_summary", str(source), "--trace", "rank1", "-f", "csv"]) == 0
+        assert "Note: 1 of world_size 4 ranks present (1): the cross-rank figures cover only these" in (
+            capsys.readouterr().err
+        )
+    assert outs[0] == outs[1] and "rank1" not in outs[0] and "rank2" in outs[0]
+
+
+@pytest.mark.parametrize("source", ["ds", "linked"])
+def test_an_unknown_rank_or_label_is_one_line_naming_the_source_and_what_it_holds(four_ranks, source, capsys):
+    path = four_ranks[source]
+    assert main(["query", "stage_breakdown", str(path), "--rank", "3-5"]) == 1
+    assert capsys.readouterr().err == f"Error: {path}: no ranks 4-5 (ranks present: 0-3)\n"
+    assert main(["stages", str(path), "--trace", "rank9"]) == 1
+    assert capsys.readouterr().err == f"Error: {path}: no trace labelled 'rank9' (traces: rank0, rank1, rank2, rank3)\n"
+    assert main(["sql", str(path), "SELECT 1", "--rank", "1", "--trace", "rank2"]) == 1
+    assert capsys.readouterr().err == f"Error: {path}: no trace matches both --rank 1 and --trace rank2\n"

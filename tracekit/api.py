@@ -20,7 +20,7 @@ from tracekit.model import critical_path
 from tracekit.present.render import BATCH_ROWS
 from tracekit.result import Result
 from tracekit.schema.catalog import TABLES
-from tracekit.store import database, pipeline
+from tracekit.store import database, pipeline, selection
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -135,6 +135,13 @@ class Trace:
         """The DuckDB connection, with the linked tables built."""
         self.link()
         return self._con
+
+    @property
+    def selected(self) -> str | None:
+        """What this trace holds of its source when opened with ``ranks``/``traces`` (``2 of 64 traces
+        (--rank 0,3)``), else None."""
+        rows = self._con.execute("SELECT value FROM tracekit_info WHERE key = 'selected'").fetchall()
+        return rows[0][0] if rows else None
 
     @property
     def linked(self) -> bool:
@@ -356,11 +363,17 @@ def files_allowed() -> bool:
     return os.environ.get("TRACEKIT_ALLOW_FILES", "").strip().lower() in ("1", "true", "yes")
 
 
-def open(path, read_only: bool = True, allow_files: bool | None = None) -> Trace:  # noqa: A001 - mirrors tracekit.open
+def open(  # noqa: A001 - mirrors tracekit.open
+    path, read_only: bool = True, allow_files: bool | None = None, ranks=None, traces=None
+) -> Trace:
     """Open a database written by ``tracekit load``.
 
     ``allow_files=True`` lets SQL on it read and write files (DuckDB's
-    external access); by default it is off (``files_allowed``).
+    external access); by default it is off (``files_allowed``). ``ranks``
+    (ints, or text such as ``"0,3"`` or ``"0-7"``) and ``traces`` (labels,
+    ``traces.trace``) keep only those traces: every table reads as the
+    database's rows of those traces (``tracekit.store.selection``); the
+    linked model, when the file lacks it, is then built in memory over them.
     """
     path = Path(path)
     if not path.exists():
@@ -377,14 +390,21 @@ def open(path, read_only: bool = True, allow_files: bool | None = None) -> Trace
             ) from None
         raise TraceFormatError(path, f"not a DuckDB database ({first})") from None
     database.check_version(con, path)
+    select = selection.Selection.of(ranks, traces)
+    if select:
+        con.close()  # checked: the file is read through a connection of its own, attached
+        return Trace(selection.open_database(path, select), None, allow_files=allow_files)
     return Trace(con, path, read_only=read_only, allow_files=allow_files)
 
 
-def open_dataset(path, allow_files: bool | None = None) -> Trace:
-    """Open a Parquet dataset folder written by ``tracekit load --parquet`` (``tracekit.store.dataset``)."""
+def open_dataset(path, allow_files: bool | None = None, ranks=None, traces=None) -> Trace:
+    """Open a Parquet dataset folder written by ``tracekit load --parquet`` (``tracekit.store.dataset``).
+
+    ``ranks`` and ``traces`` keep only those traces, as for ``open``: the views read only their partitions.
+    """
     from tracekit.store import dataset  # Parquet datasets only: not imported for a .duckdb
 
-    con, folder = dataset.connect(path)
+    con, folder = dataset.connect(path, selection.Selection.of(ranks, traces))
     return Trace(con, None, allow_files=allow_files, readable=(folder,))
 
 
@@ -409,6 +429,8 @@ def load(
     waiting: Callable[[float], None] | None = None,
     allow_files: bool | None = None,
     jobs: int = 1,
+    ranks=None,
+    traces=None,
 ) -> Trace:
     """Load trace files or directories (or open a ``.duckdb`` or a Parquet dataset folder) into a ``Trace``.
 
@@ -424,15 +446,20 @@ def load(
     in ``jobs`` worker processes (1: in this process): a file that fails is
     reported and the others load (``parallel.PartialLoadError`` names the
     failures after ``output`` is written).
+    ``ranks`` (ints, or text such as ``"0,3"`` or ``"0-7"``) and ``traces``
+    (labels) keep only those traces of what is loaded or opened, every id as
+    the whole gives it: a dataset's views then read only their partitions
+    (``open``, ``open_dataset``); a rank or label missing is a ``TracekitError``.
     """
+    select = {"ranks": ranks, "traces": traces}
     if isinstance(paths, (str, Path)):
         paths = [paths]
     paths = list(paths)
     if len(paths) == 1 and output is None and (Path(paths[0]) / "tracekit_dataset.json").is_file():
-        trace = open_dataset(paths[0], allow_files=allow_files)  # a folder written by load --parquet
+        trace = open_dataset(paths[0], allow_files=allow_files, **select)  # a folder written by load --parquet
         return trace.link() if link else trace
     if len(paths) == 1 and is_database(paths[0]) and output is None:
-        trace = open(paths[0], allow_files=allow_files)
+        trace = open(paths[0], allow_files=allow_files, **select)
         return trace.link() if link else trace
     if output is not None and len(discover(paths)) > 1:
         from tracekit.store import parallel
@@ -442,6 +469,7 @@ def load(
                 paths, Path(output), jobs=jobs, progress=progress, warn=warn, memory_limit=memory_limit, linked=link
             ),
             allow_files=allow_files,
+            **select,
         )
     if output is not None:
         return open(
@@ -449,12 +477,20 @@ def load(
                 paths, Path(output), progress=progress, warn=warn, memory_limit=memory_limit, linked=link
             ),
             allow_files=allow_files,
+            **select,
         )
     if cache:
         return open(
             database.cached_build(paths, progress=progress, warn=warn, linked=link, waiting=waiting),
             allow_files=allow_files,
+            **select,
         )
     con = duckdb.connect()
     database.build(con, discover(paths), progress=progress, warn=warn, linked=link)
+    if selection.Selection.of(ranks, traces):
+        try:
+            selection.select_in_memory(con, selection.Selection.of(ranks, traces), ", ".join(map(str, paths)))
+        except BaseException:
+            con.close()
+            raise
     return Trace(con, None, allow_files=allow_files)

@@ -99,14 +99,26 @@ def files_flag() -> bool | None:
     return True if ctx is not None and ctx.find_root().params.get("allow_files") else None
 
 
-def open_source(source: str, cache: bool = True, quiet: bool = False, link: bool = False) -> api.Trace:
-    """A Trace for SOURCE: a .duckdb from ``tracekit load`` or raw trace file(s).
+def open_source(
+    source: str, cache: bool = True, quiet: bool = False, link: bool = False, select: dict | None = None
+) -> api.Trace:
+    """A Trace for SOURCE: a .duckdb from ``tracekit load``, a Parquet dataset or raw trace file(s).
 
     ``link``: the command reads the linked model, so a raw trace not yet
     cached is loaded and linked in one pass (one write of the database).
+    ``select``: ``--rank``/``--trace`` (``select_options``), said in a note.
     """
+    select = select or {}
     if source == "-":
-        return _from_stdin(link)
+        trace = _from_stdin(link, select)
+    else:
+        trace = _open(source, cache, quiet, link, select)
+    if trace.selected and not quiet:
+        console.note(f"{source}: reading {trace.selected}")
+    return trace
+
+
+def _open(source: str, cache: bool, quiet: bool, link: bool, select: dict) -> api.Trace:
     progress = console.Progress(not quiet)
     waiting = console.Waiting(not quiet, source, "building the cache entry of")
     try:
@@ -122,6 +134,7 @@ def open_source(source: str, cache: bool = True, quiet: bool = False, link: bool
             link=link,
             waiting=waiting,
             allow_files=files_flag(),
+            **select,
         )
     finally:
         progress.close()
@@ -139,7 +152,7 @@ def open_source(source: str, cache: bool = True, quiet: bool = False, link: bool
     return trace
 
 
-def _from_stdin(link: bool) -> api.Trace:
+def _from_stdin(link: bool, select: dict) -> api.Trace:
     """SOURCE ``-``: one trace (JSON, gzipped or not) read from standard input, loaded in memory."""
     import tempfile
 
@@ -150,7 +163,7 @@ def _from_stdin(link: bool) -> api.Trace:
     with tempfile.TemporaryDirectory(prefix="tracekit-stdin-") as tmp:
         path = Path(tmp) / name
         path.write_bytes(data)
-        return api.load([path], cache=False, warn=console.warn, link=link, allow_files=files_flag())
+        return api.load([path], cache=False, warn=console.warn, link=link, allow_files=files_flag(), **select)
 
 
 def _params(pairs) -> dict[str, str]:
@@ -175,6 +188,33 @@ rules_opt = click.option(
     help="Folder of rule CSVs (label_stages.csv, op_stages.csv, kernel_stages.csv, ...) whose rows win over "
     "the shipped ones (repeatable; also $TRACEKIT_RULES_PATH at load time).",
 )
+
+
+def select_options(fn):
+    """``--rank`` and ``--trace``: some traces of SOURCE, passed to the command as ``select``."""
+
+    @click.option(
+        "--rank",
+        "ranks",
+        multiple=True,
+        metavar="RANKS",
+        help="Only these ranks (traces.rank), e.g. 0,3 or 0-7 (repeatable); a Parquet dataset reads only their "
+        "partitions. Ids stay those of the whole source.",
+    )
+    @click.option(
+        "--trace",
+        "labels",
+        multiple=True,
+        metavar="LABEL",
+        help="Only the trace labelled LABEL (traces.trace; repeatable); with --rank, the traces both select.",
+    )
+    @functools.wraps(fn)
+    def wrapper(*args, ranks, labels, **kwargs):
+        return fn(*args, select={"ranks": ",".join(ranks) or None, "traces": labels or None}, **kwargs)
+
+    return wrapper
+
+
 queries_opt = click.option(
     "--queries",
     "query_dirs",
@@ -376,9 +416,10 @@ def _load_summary(trace, output, link_now) -> None:
 @cli.command(context_settings=CONTEXT)
 @source_arg
 @click.argument("sql")
+@select_options
 @cache_opt
 @output_options
-def sql(source, sql, no_cache, emit):
+def sql(source, sql, no_cache, select, emit):
     """Run a SQL query against SOURCE.
 
     \b
@@ -386,7 +427,7 @@ def sql(source, sql, no_cache, emit):
       tracekit sql run.duckdb "SELECT name, count(*) FROM gpu_ops GROUP BY name ORDER BY 2 DESC"
     """
     sqlsafety.statement_text(sql)
-    with open_source(source, cache=not no_cache) as trace:
+    with open_source(source, cache=not no_cache, select=select) as trace:
         emit(trace.batches(sql))
 
 
@@ -396,9 +437,10 @@ def sql(source, sql, no_cache, emit):
 @click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="Query parameter (repeatable).")
 @queries_opt
 @rules_opt
+@select_options
 @cache_opt
 @output_options
-def query(name, source, params, query_dirs, rule_dirs, no_cache, emit):
+def query(name, source, params, query_dirs, rule_dirs, no_cache, select, emit):
     """Run the named query NAME against SOURCE.
 
     'tracekit queries' lists the queries and their parameters.
@@ -407,11 +449,13 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache, emit):
     Example:
       tracekit query gpu_timeline run.duckdb -p include_orphans=true
       tracekit query top_kernels trace.json.gz -f csv -o kernels.csv
+      tracekit query stragglers job_ds/ --rank 0-7
     """
     named = queries.find(name, query_dirs)
     bound = _params(params)
     named.bind(bound)  # fail on bad parameters before loading anything
-    with open_source(source, cache=not no_cache, link=api.needs_link(duckdb.connect(), named.sql)) as trace:
+    link = api.needs_link(duckdb.connect(), named.sql)
+    with open_source(source, cache=not no_cache, link=link, select=select) as trace:
         import pyarrow as pa
 
         batches = trace.use_rules(rule_dirs).query_batches(named.id, bound, query_dirs)
@@ -438,8 +482,9 @@ def query(name, source, params, query_dirs, rule_dirs, no_cache, emit):
 @click.option("-f", "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--wide", is_flag=True, help="Every column, names uncut (default: fit the terminal).")
 @rules_opt
+@select_options
 @cache_opt
-def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
+def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache, select):
     """Where attention time goes: the stage breakdown and the attention calls.
 
     Runs the stage_breakdown and attention_calls queries; each call's source is
@@ -457,7 +502,7 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
 
     from tracekit.analysis import sources
 
-    with open_source(source, cache=not no_cache, link=True) as trace:
+    with open_source(source, cache=not no_cache, link=True, select=select) as trace:
         trace.use_rules(rule_dirs)
         params = {"include_orphans": include_orphans}
         breakdown = trace.query_arrow("stage_breakdown", params)
@@ -544,8 +589,9 @@ def stages(source, calls, include_orphans, fmt, wide, rule_dirs, no_cache):
     help="Add each stage's share of the first ProfilerStep's critical path beside its share of GPU time.",
 )
 @rules_opt
+@select_options
 @cache_opt
-def report_cmd(sources, html_path, json_path, quiet, all_findings, brief, critical_path, rule_dirs, no_cache):
+def report_cmd(sources, html_path, json_path, quiet, all_findings, brief, critical_path, rule_dirs, no_cache, select):
     """Compare attention across traces on one page: headline, findings, plots.
 
     Each trace of each SOURCE is one column; with several, the first is the
@@ -561,7 +607,8 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, brief, critic
     explains (under 1 % left out unless --all-findings), each with the query
     that shows its rows; notes say what a trace lacks where a part is empty.
     --critical-path adds each stage's share of the first ProfilerStep's critical
-    path beside its share of GPU time (docs/critical_path.md).
+    path beside its share of GPU time (docs/critical_path.md). --rank and
+    --trace keep some traces of every SOURCE.
     The Python twin is tracekit.analysis.report.build(traces).
 
     \b
@@ -582,7 +629,8 @@ def report_cmd(sources, html_path, json_path, quiet, all_findings, brief, critic
     progress = console.Steps(not quiet, "report")
     try:
         for source in sources:
-            traces.append(open_source(source, cache=not no_cache, quiet=quiet, link=True).use_rules(rule_dirs))
+            trace = open_source(source, cache=not no_cache, quiet=quiet, link=True, select=select)
+            traces.append(trace.use_rules(rule_dirs))
         built = report.build(
             traces, names=sources, progress=progress, all_findings=all_findings, critical_path=critical_path
         )

@@ -87,6 +87,11 @@ def create_tables(con: duckdb.DuckDBPyConnection) -> None:
             for c in catalog.TABLES[name].columns
         )
         con.execute(f"CREATE TABLE {name} ({columns})")
+    phase_views(con)
+
+
+def phase_views(con: duckdb.DuckDBPyConnection) -> None:
+    """The per-phase views of ``events`` (``PHASE_VIEWS``) and ``other_events``, the rest."""
     for name, phases in PHASE_VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS SELECT * FROM events WHERE ph IN ({', '.join(map(literal, phases))})")
     every = ", ".join(literal(p) for phases in PHASE_VIEWS.values() for p in phases)

@@ -11,6 +11,7 @@ but missing there.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -794,6 +795,7 @@ def args_fields(table: str) -> list[tuple[str, str, str]]:
 ID_SPACES = ("events.id", "traces.trace_id")
 
 
+@functools.cache  # a dataset's views ask it of every column of every table, at each open
 def id_space(table: str, column: str) -> str | None:
     """The id space (``ID_SPACES``) of a column: the root of its ``<ref:...>`` checks, followed
     transitively (``gpu_ops.launch_id`` -> ``runtime_calls.id`` -> ``cpu_slices.id`` -> ``events.id``);

@@ -51,7 +51,7 @@ from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.ingest import events_table
 from tracekit.ingest.sources import discover, trace_labels
 from tracekit.schema import catalog
-from tracekit.store import database, parallel, pipeline
+from tracekit.store import database, parallel, pipeline, selection
 
 MANIFEST = "tracekit_dataset.json"
 TABLES = ("traces", "devices", "events")
@@ -474,8 +474,14 @@ def _column(table: str, name: str, column_type: str) -> str:
 def _base_views(
     con, out_dir: Path, entries: list[dict], traces_table: bool = False, tables: dict | None = None
 ) -> None:
-    """Views over the dataset's partitions with the columns of the tables, in their order: the base
-    tables' as the schema declares them, and ``tables`` (name: [[column, type], ...], the manifest's)."""
+    """Views over the partitions of the traces ``entries`` (the manifest's, all or some) with the columns of
+    the tables, in their order: the base tables' as the schema declares them, and ``tables`` (name:
+    [[column, type], ...], the manifest's).
+
+    The partitions are listed, not globbed: a view over some traces opens only their files. (A filter on
+    ``trace_id`` over every partition prunes too, DuckDB's hive partition filter seeing through the CAST;
+    a filter on ``traces.rank`` prunes only where a join's filter reaches the scan at run time.)
+    """
     con.execute("CREATE OR REPLACE TEMP TABLE _id_base (trace_id INTEGER, id_base BIGINT)")
     insert_rows(con, "_id_base", [(entry["trace_id"], entry["id_base"]) for entry in entries])
     views = {table: [(c.name, c.type) for c in catalog.TABLES[table].columns] for table in TABLES}
@@ -485,22 +491,39 @@ def _base_views(
             continue
         selected = ", ".join(_column(table, name, column_type) for name, column_type in columns)
         if catalog.per_trace(table):
-            files = literal(str(out_dir / table / "*" / "data.parquet"))
-            source = f"read_parquet({files}, hive_partitioning = true, union_by_name = true) p"
+            files = [str(out_dir / table / f"trace_id={entry['trace_id']}" / "data.parquet") for entry in entries]
+            listed = f"[{', '.join(map(literal, files))}]"
+            source = f"read_parquet({listed}, hive_partitioning = true, union_by_name = true) p"
             source += " JOIN _id_base b USING (trace_id)"
         else:
             source = f"read_parquet({literal(str(out_dir / table / 'data.parquet'))}) p"
         con.execute(f"CREATE VIEW {table} AS SELECT {selected} FROM {source}")
-    for name, phases in events_table.PHASE_VIEWS.items():
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM events WHERE ph IN ({', '.join(map(literal, phases))})")
-    every = ", ".join(literal(p) for phases in events_table.PHASE_VIEWS.values() for p in phases)
-    con.execute(f"CREATE VIEW other_events AS SELECT * FROM events WHERE ph IS NULL OR ph NOT IN ({every})")
+    events_table.phase_views(con)
 
 
-def connect(path) -> tuple[duckdb.DuckDBPyConnection, Path]:
+def trace_rows(path) -> list[tuple[int, str, int | None]]:
+    """(trace_id, label, rank) of every trace of the dataset folder ``path``: its ``traces`` partitions, read
+    alone (one row each)."""
+    files = literal(str(Path(path) / "traces" / "*" / "data.parquet"))
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            f"SELECT CAST(trace_id AS INTEGER), trace, rank FROM read_parquet({files}, hive_partitioning = true) "
+            "ORDER BY 1"
+        ).fetchall()
+    finally:
+        con.close()
+    return [tuple(row) for row in rows]
+
+
+def connect(path, select: selection.Selection | None = None) -> tuple[duckdb.DuckDBPyConnection, Path]:
     """An in-memory DuckDB connection over a dataset folder: its tables as views over the Parquet files (a
-    dataset written without the linked tables is linked on first use, in memory), and the folder's path."""
-    path = Path(path).resolve()
+    dataset written without the linked tables is linked on first use, in memory), and the folder's path.
+
+    ``select`` keeps some ranks or traces: the views read only their partitions, every id as a full open
+    gives it (``tracekit.store.selection``); a rank or label the dataset lacks is an error.
+    """
+    source, path = path, Path(path).resolve()
     try:
         manifest = json.loads((path / MANIFEST).read_text())
     except (OSError, ValueError) as exc:
@@ -514,6 +537,9 @@ def connect(path) -> tuple[duckdb.DuckDBPyConnection, Path]:
             f"{database.SCHEMA_VERSION}: rebuild it with 'tracekit load --parquet'",
         )
     con = duckdb.connect()
+    # The files' footers read once per connection, not at each bind of a view over them (every query, and
+    # every view and macro created below): a dataset's files do not change once written.
+    con.execute("SET parquet_metadata_cache = true")
     con.execute("CREATE TABLE tracekit_info (key VARCHAR, value VARCHAR)")
     insert_rows(
         con,
@@ -521,7 +547,13 @@ def connect(path) -> tuple[duckdb.DuckDBPyConnection, Path]:
         [("schema_version", str(database.SCHEMA_VERSION)), ("linked", "false"), ("dataset", str(path))],
     )
     tables = manifest.get("tables") if manifest.get("linked") else None
-    _base_views(con, path, manifest["traces"], tables=tables)
+    entries = manifest["traces"]
+    if select:
+        rows = trace_rows(path)
+        chosen = selection.choose(rows, select, source)
+        entries = [entry for entry in entries if entry["trace_id"] in set(chosen)]
+        selection.record(con, select, chosen, len(rows))
+    _base_views(con, path, entries, tables=tables)
     database.create_views(con)
     if tables:
         pipeline.adopt(con, comment=False)
