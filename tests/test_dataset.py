@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -83,7 +85,8 @@ def reference(one_process):
 # Slow (19 s with its setup); every run keeps tests/test_parallel.py's jobs-against-one-process rows.
 @pytest.mark.slow
 def test_linked_in_worker_processes_the_rows_are_those_of_one_link(job, reference, tmp_path):
-    """load --jobs 2 --link links each file in its task; the merge shifts every id column the schema declares."""
+    """load --jobs 2 --link: the workers parse runs of files, the merge shifts every id column the schema
+    declares, one link over the merged tables."""
     out = tmp_path / "many.duckdb"
     assert main(["load", str(job), "-o", str(out), "--jobs", "2", "--link", "-q"]) == 0
     with tracekit.open(out) as many:
@@ -344,3 +347,30 @@ def test_an_unknown_rank_or_label_is_one_line_naming_the_source_and_what_it_hold
     assert capsys.readouterr().err == f"Error: {path}: no trace labelled 'rank9' (traces: rank0, rank1, rank2, rank3)\n"
     assert main(["sql", str(path), "SELECT 1", "--rank", "1", "--trace", "rank2"]) == 1
     assert capsys.readouterr().err == f"Error: {path}: no trace matches both --rank 1 and --trace rank2\n"
+
+
+def test_a_dataset_reads_partitions_by_position_only_where_every_partition_matches(four_ranks, tmp_path):
+    """Views bind on one file's schema (union_by_name = false) only for the tables the manifest calls
+    uniform; a table whose partitions differ (here one written with its columns reversed, as a manifest
+    without "uniform" may hold) is read by name, with the same rows."""
+    manifest = json.loads((four_ranks["ds"] / dataset.MANIFEST).read_text())
+    assert set(manifest["uniform"]) == set(manifest["tables"])  # one tracekit wrote every partition
+    with tracekit.load(four_ranks["ds"]) as whole:
+        expected = whole.rows("SELECT * FROM gpu_ops ORDER BY ALL")
+        view = whole.rows("SELECT sql FROM duckdb_views() WHERE view_name = 'gpu_ops'")[0][0]
+    assert expected and "union_by_name = false" in view
+    copy = tmp_path / "ds"
+    shutil.copytree(four_ranks["ds"], copy)
+    part = copy / "gpu_ops" / "trace_id=2" / "data.parquet"
+    con = duckdb.connect()
+    names = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{part}')").fetchall()]
+    reordered = ", ".join(reversed(names))
+    con.execute(f"COPY (SELECT {reordered} FROM read_parquet('{part}')) TO '{part}.new' (FORMAT parquet)")
+    con.close()
+    os.replace(f"{part}.new", part)
+    manifest["uniform"].remove("gpu_ops")
+    (copy / dataset.MANIFEST).write_text(json.dumps(manifest))
+    with tracekit.load(copy) as read:
+        assert read.rows("SELECT * FROM gpu_ops ORDER BY ALL") == expected
+        view = read.rows("SELECT sql FROM duckdb_views() WHERE view_name = 'gpu_ops'")[0][0]
+    assert "union_by_name = true" in view

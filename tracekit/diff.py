@@ -40,6 +40,10 @@ def _side(trace_or_side) -> Side:
     return trace_or_side if isinstance(trace_or_side, Side) else Side(trace_or_side)
 
 
+# The queries ``totals`` runs: a caller comparing many sides of one Trace keeps their results (Trace.memoized).
+TOTALS_QUERIES = ("stage_breakdown", "top_kernels", "call_counts")
+
+
 def totals(side: Side, by: str, include_orphans: bool = False) -> tuple[dict[str, list], int]:
     """``({key: [gpu_ops, ns]}, attention calls)`` of one side, summed over its traces."""
     if by not in BY:
