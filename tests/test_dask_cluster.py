@@ -110,7 +110,7 @@ class Cluster:
                 proc.terminate()
         for proc in reversed(self.procs):
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=2)  # a worker may take 10 s to close politely: nothing here needs it to
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
