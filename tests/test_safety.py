@@ -501,3 +501,19 @@ def test_a_hostile_header_is_read_in_linear_time(layout, tmp_path, monkeypatch):
     assert staged.form == "object"
     with tracekit.load(path) as trace:
         assert trace.rows("SELECT count(*) FROM events") == [(1,)]
+
+
+@pytest.mark.parametrize("output", ["ds", "t.duckdb"])
+def test_a_ctrl_c_that_a_library_caught_still_writes_nothing(output, tmp_path, monkeypatch, capsys):
+    """distributed can catch the KeyboardInterrupt of a Ctrl-C while a local cluster starts (seen on an
+    oversubscribed machine): the load ran on, wrote its output and exited 0. The Ctrl-C is remembered for the
+    process: the load writes nothing and ends as any interrupted command does."""
+    from tracekit.common import interrupts
+
+    monkeypatch.setattr(interrupts, "_seen", True)  # as the command's SIGINT handler leaves it
+    out = tmp_path / output
+    args = ["load", str(SAMPLES / "flash.json.gz"), str(SAMPLES / "math.json.gz"), "-o", str(out), "-q"]
+    args += ["--parquet", "--jobs", "1"] if output == "ds" else ["--jobs", "1"]
+    assert main(args) == 130
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == []
+    assert capsys.readouterr().err.strip() == "Interrupted."

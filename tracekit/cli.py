@@ -19,7 +19,7 @@ import click
 import duckdb
 
 from tracekit import __version__, api, diff
-from tracekit.common import outputs, sqlsafety
+from tracekit.common import interrupts, outputs, sqlsafety
 from tracekit.errors import ParameterError, QueryError, TracekitError
 from tracekit.library import queries
 from tracekit.present import console, humanize, render, values
@@ -1038,17 +1038,13 @@ def run() -> NoReturn:
     exit_process(main())
 
 
-_interrupted = False
-
-
 def _note_interrupts() -> None:
     """Ctrl-C raises KeyboardInterrupt as by default, and is remembered: whatever error it becomes on the way
     out (DuckDB's "INTERRUPT Error", a load's cleanup failing), ``main`` reports "Interrupted." and 130."""
     import signal
 
     def interrupted(signum, frame):
-        global _interrupted
-        _interrupted = True
+        interrupts.note()
         raise KeyboardInterrupt
 
     if signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.SIG_DFL):  # not when started ignoring it
@@ -1094,7 +1090,7 @@ def main(argv=None) -> int:
     try:
         cli.main(args=argv, prog_name="tracekit", standalone_mode=False)
     except click.exceptions.Abort as exc:
-        if isinstance(exc.__cause__, KeyboardInterrupt) or _interrupted:  # click's Abort of a Ctrl-C
+        if isinstance(exc.__cause__, KeyboardInterrupt) or interrupts.seen():  # click's Abort of a Ctrl-C
             return _interrupted_exit()
         click.echo("Aborted.", err=True)
         return 1
@@ -1111,12 +1107,14 @@ def main(argv=None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 1
     except Exception as exc:
-        if _interrupted or isinstance(exc, duckdb.InterruptException):
+        if interrupts.seen() or isinstance(exc, duckdb.InterruptException):
             return _interrupted_exit()
         if debug:
             traceback.print_exc()
         click.echo(f"Error: {error_line(exc, debug)}", err=True)
         return 1
+    if interrupts.seen():  # a Ctrl-C that something caught on the way: still an interrupted command
+        return _interrupted_exit()
     return 0
 
 

@@ -45,7 +45,7 @@ from pathlib import Path
 import duckdb
 
 from tracekit import __version__
-from tracekit.common import lifeline, outputs, sqlsafety
+from tracekit.common import interrupts, lifeline, outputs, sqlsafety
 from tracekit.common.sqltext import insert_rows, literal
 from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.ingest import events_table
@@ -186,7 +186,8 @@ def _dask_client(address: str):
         scratch = tempfile.mkdtemp(prefix=outputs.stage_prefix())
         try:
             cluster = _local_cluster(workers, scratch)
-        except BaseException:
+        except BaseException:  # Ctrl-C mid-start: the half-started workers killed, quietly, as after the start
+            _kill_local_workers()
             shutil.rmtree(scratch, ignore_errors=True)
             raise
         return Client(cluster), cluster, scratch
@@ -241,6 +242,7 @@ def dask_runner(
         from dask.distributed import as_completed
 
         try:
+            interrupts.check()  # Ctrl-C while the cluster started, which distributed may have caught
             if note and (link := dashboard(client)):
                 note(f"Dask dashboard: {link}")
             task = load_parts_parquet if out_dir is not None else parallel.load_parts
@@ -255,6 +257,7 @@ def dask_runner(
             results = []
             try:
                 for future in as_completed(futures):
+                    interrupts.check()
                     finished = future.result()
                     results.extend(finished)
                     done_bytes += sum(sizes.get(result.path, 0) for result in finished)
@@ -349,6 +352,7 @@ def build(
             workers = min(jobs or parallel.default_jobs(), len(tasks))
             results = parallel.run_local(workers, progress, sizes, task=load_parts_parquet)(tasks)
         results = sorted(results, key=lambda r: r.index)
+        interrupts.check()  # a Ctrl-C that a library caught: nothing is written either
         parts = parallel.loaded_parts(sources, results, warn, out_dir)
         _commit(work, sources, parts, warn)
         shutil.rmtree(work / STAGING, ignore_errors=True)

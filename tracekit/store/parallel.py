@@ -32,7 +32,7 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit.common import lifeline, outputs, sqlmodules, sqlsafety
+from tracekit.common import interrupts, lifeline, outputs, sqlmodules, sqlsafety
 from tracekit.errors import NotATraceError, TraceFormatError, TracekitError
 from tracekit.ingest import events_table
 from tracekit.ingest.sources import Source, discover, trace_labels
@@ -447,6 +447,7 @@ def build_file(
 
 
 def _finish(out, sources, results: list[PartResult], warn, memory_limit, linked) -> Path:
+    interrupts.check()  # a Ctrl-C that a library caught: nothing is written either
     loaded = loaded_parts(sources, results, warn, out)
     parts = list(dict.fromkeys(str(r.part) for r in loaded))  # a group's files share their part
     write_merged(out, sources, parts, memory_limit, linked, warn)
