@@ -303,8 +303,8 @@ def test_sigint_at_any_moment_is_interrupted_130_and_leaves_nothing(mode, at, tm
     """SIGINT once gave a 23-line traceback (while modules imported) or DuckDB's "INTERRUPT Error" and exit 1;
     ``--jobs 2`` waited for its workers. (Before 0.5 s the interpreter itself may still be starting: Python's
     own startup, before any tracekit code, is outside the promise.)"""
-    # Enough work that every mode is still loading at the last moment (files are grouped per task: 40 small
-    # files once took 30 s to link one by one, and now take 2), and statements short enough to stop within 1 s
+    # Enough work that every mode is still loading at the last moment (files are grouped per task: 40 copies of
+    # flash.json.gz, once 3-10 s of work, now finish in 1-4 s), and statements short enough to stop within 1 s
     copies = 320 if mode == "jobs" else 80
     inputs = _copies(tmp_path, copies, SAMPLES.parent / "cpu_serving" / "serving_tgi.json.gz")
     args = {

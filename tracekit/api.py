@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from tracekit.common import sqlmodules, sqlsafety
-from tracekit.errors import QueryError, TraceFormatError
+from tracekit.errors import QueryError, TraceFormatError, first_line
 from tracekit.ingest.sources import discover
 from tracekit.library import queries
 from tracekit.model import critical_path
@@ -381,7 +381,7 @@ def open(  # noqa: A001 - mirrors tracekit.open
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0]
+        first = first_line(exc)
         if _LOCKED.search(first):
             raise TraceFormatError(
                 path,

@@ -28,3 +28,9 @@ class QueryError(TracekitError):
 
 class ParameterError(QueryError):
     """A query parameter is undeclared, missing, or of the wrong type."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first line, for a one-line report; its type's name when it says nothing."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

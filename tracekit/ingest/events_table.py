@@ -31,7 +31,7 @@ import duckdb
 
 from tracekit.common import outputs, sqlmodules
 from tracekit.common.sqltext import insert_rows, literal
-from tracekit.errors import NotATraceError, TraceFormatError
+from tracekit.errors import NotATraceError, TraceFormatError, first_line
 from tracekit.ingest import formats, ranks
 from tracekit.ingest.formats import StagedTrace
 from tracekit.ingest.sources import Source, trace_labels
@@ -309,8 +309,8 @@ def _copy_select(table: str, id_base: int, first_rows: dict[int, int]) -> str:
 
 
 def _first_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()[0]
-    return text.split("Error: ", 1)[-1]
+    """The error's first line without DuckDB's "... Error: " prefix."""
+    return first_line(exc).split("Error: ", 1)[-1]
 
 
 def _load_batch(con, batch: list[_Staged], workdir: Path, skipped: list[str]) -> int:

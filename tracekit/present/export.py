@@ -49,7 +49,7 @@ import duckdb
 import pyarrow as pa
 
 from tracekit.common import outputs, sqlmodules
-from tracekit.errors import TracekitError
+from tracekit.errors import TracekitError, first_line
 from tracekit.library import queries
 from tracekit.model.critical_path import longest_path
 
@@ -156,7 +156,7 @@ def export_perfetto(
             _plan_path(con, trace_id, plan, *critical_path)
         _write_atomic(out, lambda f: _write(con, trace_id, plan, f), inputs)
     except duckdb.Error as exc:
-        raise TracekitError(f"exporting {label} failed: {str(exc).strip().splitlines()[0]}") from None
+        raise TracekitError(f"exporting {label} failed: {first_line(exc)}") from None
     return ExportSummary(
         out,
         label,

@@ -19,7 +19,7 @@ import duckdb
 from tracekit import __version__
 from tracekit.common import locks, outputs, sqlmodules, sqlsafety
 from tracekit.common.sqltext import insert_rows, literal
-from tracekit.errors import TraceFormatError, TracekitError
+from tracekit.errors import TraceFormatError, TracekitError, first_line
 from tracekit.ingest import events_table, ranks
 from tracekit.ingest.sources import Source, discover
 from tracekit.model import rules
@@ -190,7 +190,7 @@ def link_file(path: Path, waiting=None) -> bool:
 
 def out_of_memory(path, limit: str, exc: BaseException, doing: str) -> TracekitError:
     """The one line of an out-of-memory error: the file, the cap, and what to do."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    first = first_line(exc)
     return TracekitError(
         f"{path}: out of memory {doing} under the memory cap {limit} ({first}); raise the cap with "
         "--memory-limit or TRACEKIT_MEMORY_LIMIT (e.g. 8GB or 50%)"

@@ -47,7 +47,7 @@ import duckdb
 from tracekit import __version__
 from tracekit.common import interrupts, lifeline, outputs, sqlsafety
 from tracekit.common.sqltext import insert_rows, literal
-from tracekit.errors import TraceFormatError, TracekitError
+from tracekit.errors import TraceFormatError, TracekitError, first_line
 from tracekit.ingest import events_table
 from tracekit.ingest.sources import discover, trace_labels
 from tracekit.schema import catalog
@@ -265,7 +265,7 @@ def dask_runner(
                         progress(done_bytes, total, finished[-1].path, files=(len(results), len(tasks)))
             except Exception as exc:  # a task that killed its workers (KilledWorker), a lost scheduler
                 client.cancel(futures)
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                first = first_line(exc)
                 raise TracekitError(
                     f"the Dask cluster at {address} could not finish the load ({type(exc).__name__}: {first}); "
                     "nothing was written"

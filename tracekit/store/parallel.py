@@ -2,9 +2,9 @@
 
 Every base table is per trace, so each file is parsed and checked on its own
 (``load_part``, or ``load_parts`` for a run of files: a small DuckDB file
-holding their rows, numbered from 1 and 0), and the parts are merged in file order into the output with every id
-column the schema declares (``catalog.id_columns``) shifted by what precedes
-them: the output holds exactly the rows a one-process load of the same files
+holding their rows, numbered from 1 and 0), and the parts are merged in file
+order into the output with every id column the schema declares
+(``catalog.id_columns``) shifted by what precedes them: the output holds exactly the rows a one-process load of the same files
 writes. The merge then runs what needs every trace at once: the views, the
 duplicate-rank check, the clock alignment (``ranks``) and, when the model is
 wanted, one link over the merged tables. (A Parquet dataset's tasks also link
@@ -33,7 +33,7 @@ from pathlib import Path
 import duckdb
 
 from tracekit.common import interrupts, lifeline, outputs, sqlmodules, sqlsafety
-from tracekit.errors import NotATraceError, TraceFormatError, TracekitError
+from tracekit.errors import NotATraceError, TraceFormatError, TracekitError, first_line
 from tracekit.ingest import events_table
 from tracekit.ingest.sources import Source, discover, trace_labels
 from tracekit.schema import catalog
@@ -109,7 +109,7 @@ def load_part(
     except TraceFormatError as exc:
         return PartResult(index, path, None, error=exc.problem, loaded_on=loaded_on())
     except (TracekitError, duckdb.Error, OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         if isinstance(exc, OSError) and exc.strerror:  # the cause; the warning names the file
             first = "symbolic link loop" if exc.errno == errno.ELOOP else exc.strerror
         return PartResult(index, path, None, error=first, loaded_on=loaded_on(), space=outputs.is_space_error(exc))
@@ -127,18 +127,17 @@ def load_parts(group: list[tuple], export: Callable | None = None) -> list[PartR
     """
     from tracekit.ingest.ranks import loaded_on
 
+    index, path, label, from_directory, part, memory_limit, threads, linked = group[0][:8]
+    exported = None if export is None else lambda con: export(con, group)
     if len(group) == 1:
-        index, path, label, from_directory, part, memory_limit, threads, linked = group[0][:8]
-        exported = None if export is None else lambda con: export(con, group)
         return [load_part(index, path, label, from_directory, part, memory_limit, threads, linked, exported)]
-    _, _, _, _, part, memory_limit, threads, linked = group[0][:8]
     files = [(path, label, from_directory) for _, path, label, from_directory, *_ in group]
     try:
-        _load(files, part, memory_limit, threads, linked, None if export is None else lambda con: export(con, group))
+        _load(files, part, memory_limit, threads, linked, exported)
     except (_Skipped, TracekitError, duckdb.Error, OSError, ValueError) as exc:
         if outputs.is_space_error(exc):
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "no space left on device"
-            return [PartResult(i, path, None, error=first, loaded_on=loaded_on(), space=True) for i, path, *_ in group]
+            error = first_line(exc)
+            return [PartResult(i, path, None, error=error, loaded_on=loaded_on(), space=True) for i, path, *_ in group]
         return [result for one in group for result in load_parts([one], export)]
     return [PartResult(i, path, part, loaded_on=loaded_on()) for i, path, *_ in group]
 
