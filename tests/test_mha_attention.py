@@ -29,15 +29,16 @@ def _masks(batch: int, seq: int):
     return causal, padding
 
 
-def _slow(batch_first: bool, need_weights: bool, kv_dims: bool = False):
+def _slow(batch_first: bool, need_weights: bool, kv_dims: bool = False, seqs=(10, 12)):
     """MultiheadAttention's slow path (grad enabled) with attn_mask and key_padding_mask, run at two batch
-    sizes; kv_dims: keys and values of other widths (kdim 16, vdim 24: separate q, k, v projections)."""
+    sizes; kv_dims: keys and values of other widths (kdim 16, vdim 24: separate q, k, v projections); seqs:
+    the two passes' lengths (the head dim, 8, makes the weights [B, H, S, S] look like heads [B, H, S, D])."""
     torch.manual_seed(0)
     kd, vd = (16, 24) if kv_dims else (E, E)
     mha = torch.nn.MultiheadAttention(E, HEADS, batch_first=batch_first, kdim=kd, vdim=vd)
 
     calls = []
-    for batch, seq in ((2, 10), (3, 12)):
+    for batch, seq in zip((2, 3), seqs, strict=True):
         shape = (lambda w, b=batch, s=seq: (b, s, w)) if batch_first else (lambda w, b=batch, s=seq: (s, b, w))
         x = torch.randn(shape(E))
         k, v = (torch.randn(shape(kd)), torch.randn(shape(vd))) if kv_dims else (x, x)
@@ -87,6 +88,10 @@ VARIANTS = {
     "slow_batch_first_no_weights": lambda: _slow(batch_first=True, need_weights=False),
     "slow_kv_dims_weights": lambda: _slow(batch_first=True, need_weights=True, kv_dims=True),
     "slow_kv_dims_no_weights": lambda: _slow(batch_first=False, need_weights=False, kv_dims=True),
+    # Two calls of one length back to back: the first call's averaged weights end its block, the second's
+    # key_padding_mask made float starts the next; with S = D (8) the weights [B, H, S, S] look like heads.
+    "slow_same_length_weights": lambda: _slow(batch_first=True, need_weights=True, seqs=(10, 10)),
+    "slow_seq_is_head_dim_weights": lambda: _slow(batch_first=True, need_weights=True, seqs=(8, 8)),
     "fast_no_weights": lambda: _fast(need_weights=False),
     "fast_weights_padding": lambda: _fast(need_weights=True),
     "encoder_fast": lambda: _encoder(fast=True),
@@ -123,7 +128,9 @@ def _scoped_path(inputs, variant: str):
 
 # The variants of every run (each path once: the slow path with and without weights, the fast path with
 # weights and a padding mask, the encoder layer's slow path); the others under TRACEKIT_SLOW=1 (CI).
-EVERY_RUN = ("slow_seq_first_weights", "slow_batch_first_no_weights", "fast_weights_padding", "encoder_slow")
+EVERY_RUN = (
+    "slow_seq_first_weights", "slow_batch_first_no_weights", "slow_seq_is_head_dim_weights", "fast_weights_padding", "encoder_slow",
+)  # fmt: skip
 
 
 def _variants(*names: str) -> list:
@@ -221,8 +228,9 @@ ORDER BY s.call_id, c.ts_ns"""
 @pytest.mark.parametrize("variant", _variants(*VARIANTS))
 def test_the_scoped_copy_gives_each_op_what_multihead_attention_does(mha_traces, variant):
     """Every op in each call of the scoped copy (the call's top-level ops, and those of the fast path's native
-    op) has the stage the code says; each of the two forward passes (batch 2 x 10 tokens, 3 x 12) is one call,
-    made by its MultiheadAttention scope (the encoder's fast path has none: its native op is the call)."""
+    op) has the stage the code says; each of the two forward passes (batch 2 x 10 tokens, 3 x 12, unless the
+    variant says) is one call, made by its MultiheadAttention scope (the encoder's fast path has none: its
+    native op is the call)."""
     scoped, _ = mha_traces[variant]
     calls = scoped.query("attention_calls").to_dicts()
     source = "op" if variant == "encoder_fast" else "module"

@@ -72,6 +72,7 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
     sqlmodules.run(
         con, "attribution/eager_patterns", product=PRODUCT, max_gap_before=MAX_GAP_BEFORE, max_gap_after=MAX_GAP_AFTER
     )
+    sqlmodules.run(con, "attribution/eager_lift", product=PRODUCT)
     _block(con)
     sqlmodules.run(con, "attribution/eager_marks", unshaped_gap=UNSHAPED_GAP, bleed=link.BLEED_NS)
 

@@ -35,20 +35,24 @@
 -- @param named_head_stages LIST    Stages whose named ops are head ops whatever their shapes (eager.NAMED_HEAD_STAGES).
 -- @param norm_ops TEXT             The ops an RMSNorm is written in (eager.NORM_OPS), for siblings without shapes.
 -- @param reshape_names TEXT        A reshape op's name: view, split, transpose, ... (eager.RESHAPE_NAMES).
--- @reads _eager_found, _eager_siblings, _eager_call_ops, _op_match
+-- @reads _eager_found, _eager_siblings, _eager_call_ops, _eager_lift, _op_match
 -- @creates _eager_block_cores      The cores: qk_id (the first product's id, or the call op's), qk_i, pv_i (its first and last sibling number), lane, parent_id, d, sq, skv, qb, qh, qrank, shaped.
 -- @creates _eager_sibling_classes  Per core and sibling in reach (i): shaped (its core's), cls (P, B, G, N, M, R, X; L unshaped), m_prev (unshaped: the class before an L or its run), gemm (a projection's widths), max_rank (its tensors' most dims), last_dims (an X before the core: its tensors' last dims), prev_pv_i.
+-- (A lifted core, attribution/eager_lift, is its wrapper among the wrapper's siblings.)
 CREATE OR REPLACE TEMP TABLE _eager_block_cores AS
-SELECT f.qk_id, f.qk_i, f.pv_i, f.lane, q.parent_id, f.a_inner AS d, f.sq, f.skv,
+SELECT f.qk_id, coalesce(w.i, f.qk_i) AS qk_i, coalesce(w.i, f.pv_i) AS pv_i, f.lane,
+       CASE WHEN w.id IS NULL THEN q.parent_id ELSE w.parent_id END AS parent_id, f.a_inner AS d, f.sq, f.skv,
        {{include attribution/operand_dim op=q path=$[0][0] bias_path=$[1][0]}} AS qb,
        {{include attribution/operand_dim op=q path=$[0][1] bias_path=$[1][1]}} AS qh,
        json_array_length(CASE WHEN q.name = 'aten::baddbmm' THEN q.input_dims->'$[1]'
                               ELSE q.input_dims->'$[0]' END) AS qrank,
        coalesce(f.a_inner > 0 AND f.skv IS NOT NULL, false) AS shaped
 FROM _eager_found f JOIN _eager_siblings q ON q.id = f.qk_id
+LEFT JOIN _eager_lift l ON l.core_id = f.qk_id LEFT JOIN _eager_siblings w ON w.id = l.id
 UNION ALL
-SELECT o.id, b.i, b.i, o.lane, o.parent_id, o.d, o.sq, o.skv, o.qb, o.qh, o.qrank, o.qrank IS NOT NULL
-FROM _eager_call_ops o JOIN _eager_siblings b USING (id);
+SELECT o.id, b.i, b.i, o.lane, b.parent_id, o.d, o.sq, o.skv, o.qb, o.qh, o.qrank, o.qrank IS NOT NULL
+FROM _eager_call_ops o LEFT JOIN _eager_lift l ON l.core_id = o.id
+JOIN _eager_siblings b ON b.id = coalesce(l.id, o.id);
 
 CREATE OR REPLACE TEMP TABLE _eager_sibling_classes AS
 WITH f AS (
@@ -132,7 +136,8 @@ SELECT *, NOT shaped AND i < qk_i AND regexp_matches(name, {{norm_ops}}) AS arit
                  THEN 'B'
             -- A reshape of heads: view, split, slice, transpose, ...
             WHEN regexp_matches(name, {{reshape_names}}) AND heads_wide THEN 'G'
-            WHEN len(list_filter(shapes, lambda s: len(s) >= 2)) = 0 THEN 'N'
+            -- (an op with no recorded inputs at all: Dynamo's cache lookup before a compiled region)
+            WHEN input_dims IS NULL OR len(list_filter(shapes, lambda s: len(s) >= 2)) = 0 THEN 'N'
             -- An allocation (an output buffer a serving layer makes before its attention or norm op) holds no value.
             WHEN regexp_matches(name, '^aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided)$') THEN 'N'
             -- A value conversion (fp8 quantization of q before the attention op) is neither:

@@ -1,8 +1,9 @@
 -- Where each core's block ends (after the core) and starts (before it, after the previous block's end).
 --
 -- The block ends at the first projection after the core when no X or R comes before it (o_proj), with the
--- R right after it if there is one (a row-parallel o_proj's all-reduce) and the reshapes (G) and probability
--- ops (M) right after those (nn.MultiheadAttention's output view, its weights averaged over the heads), else
+-- R right after it if there is one (a row-parallel o_proj's all-reduce) and the reshapes (G) and the
+-- probability and head ops (M, B) of 3+ dims right after those (nn.MultiheadAttention's output view, its
+-- weights averaged over the heads), else
 -- at the last head op (B) after the core. It starts at the first P or B after the last X or R before the
 -- core (Hugging Face Llama: q/k/v_proj, their view + transpose, the rotary embedding, the KV-cache cat), or
 -- at the core without either, taking in the M ops and the G ops of 3+ dims of the run of M, G and N (ops
@@ -35,12 +36,16 @@ proj_end AS (
                                                AND w.i < coalesce(a.first_p, 9e18)), w.pv_i) END AS end_i
     FROM _eager_sibling_classes w JOIN after a USING (qk_id) GROUP BY w.qk_id, w.pv_i, a.first_p, a.first_x
 ),
--- After the output projection, the run of reshapes (G) and probability ops (M) right after it: the output's
--- view back to [S, B, E] and nn.MultiheadAttention's weights, viewed and averaged over the heads.
+-- After the output projection, the run of reshapes (G), and probability ops (M) and head ops (B) on a tensor
+-- of 3+ dims, right after it: the output's view back to [S, B, E] and nn.MultiheadAttention's weights
+-- ([B * H, Sq, Skv], [B, H, Sq, Skv]), viewed and averaged over the heads (B where Skv equals D: the weights
+-- look like heads). A 2-D mask op ends it: the next call's key_padding_mask [B, S] made float starts that
+-- call's block.
 ends AS (
     SELECT e.qk_id, e.pv_i,
            CASE WHEN e.by_proj
-                THEN coalesce(min(w.i) FILTER (WHERE w.i > e.end_i AND w.cls NOT IN ('G', 'M')),
+                THEN coalesce(min(w.i) FILTER (WHERE w.i > e.end_i AND w.cls <> 'G'
+                                              AND NOT (w.cls IN ('M', 'B') AND w.max_rank >= 3)),
                               max(w.i) FILTER (WHERE w.i > e.end_i) + 1, e.end_i + 1) - 1
                 ELSE e.end_i END AS end_i
     FROM proj_end e LEFT JOIN _eager_sibling_classes w USING (qk_id)
@@ -69,10 +74,16 @@ near AS (
     FROM _eager_sibling_classes w JOIN prev p USING (qk_id)
     WHERE w.i < w.qk_i AND w.cls IN ('P', 'X', 'R', 'L')
 ),
+-- An X after the last projection before the core that touches no tensor as wide as that projection's input
+-- or output (the hidden state, q, k, v) is the call's own preparation, not the layer's: flex_attention's
+-- default block mask ([1, 1], [1, 1, 1, 1] tensors), Hugging Face T5's relative-position buckets ([Sq, Skv]):
+-- a residual add or norm between them would touch the hidden state.
 bound AS (
     SELECT qk_id,
            max(i) FILTER (WHERE cls = 'R' OR cls IN ('X', 'L') AND NOT coalesce(p_before.i = w_after AND max_rank = p_rank
-                                                                        AND list_has_all([p_before.o, 1], last_dims), false))
+                                                                        AND list_has_all([p_before.o, 1], last_dims), false)
+                                             AND NOT coalesce(cls = 'X' AND w_after IS NULL
+                                                              AND NOT list_has_any(last_dims, [p_before.i, p_before.o]), false))
                AS last_x
     FROM near GROUP BY qk_id
 ),

@@ -49,3 +49,5 @@ DROP TABLE _eager_sibling_classes;
 DROP TABLE _eager_ends;
 
 DROP TABLE _eager_blocks;
+
+DROP TABLE _eager_lift;
