@@ -205,11 +205,15 @@ def _eager_layers(
     return b
 
 
-LOOSE = ("aten::mul", "aten::add", "aten::masked_fill", "aten::clamp", "aten::sub")
+# Five ops between QK^T and the softmax, one of them (sigmoid) no score op: without shapes, not a pattern.
+LOOSE = ("aten::mul", "aten::add", "aten::masked_fill", "aten::sigmoid", "aten::sub")
+# Five score ops (scale, bias, mask, clamp, shift): without shapes, a pattern however many there are.
+SCORES = ("aten::mul", "aten::add", "aten::masked_fill", "aten::clamp", "aten::sub")
 
 
 def test_eager_softmax_the_pattern_could_not_confirm(inputs):
-    """Five ops between QK^T and the softmax, no shapes: the op-order pattern confirms only three apart."""
+    """Five ops between QK^T and the softmax, one no score op, no shapes: the op-order pattern confirms only
+    three apart (or any number of score ops)."""
     with tracekit.load(inputs.file(_eager_layers(LOOSE, shapes=False), "loose.json")) as trace:
         assert trace.query("attention_calls").to_dicts() == []
         rows, fired = _missed(trace)
@@ -220,6 +224,24 @@ def test_eager_softmax_the_pattern_could_not_confirm(inputs):
     assert "recorded without shapes" in rows[0]["cause"] and "up to 5 ops between it and a product" in rows[0]["cause"]
     assert rows[0]["cpu_ns"] > 0 and rows[0]["cpu_share_pct"] > 0
     assert "aten::bmm > aten::softmax > aten::bmm" in fired["attention_missed"].message
+
+
+def test_eager_attention_with_many_score_ops_is_found_without_shapes(inputs):
+    """Five ops between QK^T and the softmax that only scale, bias, mask, clamp and shift the scores (GPT-2's
+    div, slice, slice, where; T5's position buckets): without shapes the pattern holds, both calls are found,
+    the LM head's softmax is not one, and nothing fires."""
+    with tracekit.load(inputs.file(_eager_layers(SCORES, shapes=False), "scores.json")) as trace:
+        calls = trace.query("attention_calls").to_dicts()
+        rows, _ = _missed(trace)
+        stages = trace.sql(
+            """SELECT s.call_id, list(s.stage ORDER BY g.ts_ns) FROM gpu_op_stages s JOIN gpu_ops g USING (id)
+               WHERE s.call_id IS NOT NULL GROUP BY s.call_id ORDER BY s.call_id"""
+        ).rows()
+    assert [(c["call_source"], c["impl"]) for c in calls] == [("eager", "eager")] * 2
+    assert rows == []
+    for _call, got in stages:  # each layer's projections, core and output projection, the LM head outside
+        assert [got[0], got[1], *got[-3:]] == ["qkv_proj", "qk_matmul", "softmax", "pv_matmul", "out_proj"]
+        assert len(got) == 4 + len(SCORES) + 1 and "other" not in got, " ".join(got)
 
 
 def test_eager_softmax_whose_shapes_disagree(inputs):
@@ -333,8 +355,8 @@ def cpu_models(tmp_path_factory):
         def forward(self, x):
             q, k, v = self.qkv(x).chunk(3, -1)
             s = torch.bmm(q, k.transpose(1, 2)) * 0.25
-            if self.extra:  # a bias, a mask, a clamp, a shift: five ops the unshaped pattern does not reach over
-                s = (s + 1.0).masked_fill(torch.zeros_like(s, dtype=torch.bool), -1e4).clamp(-50, 50) - 0.5
+            if self.extra:  # a bias, a mask, a sigmoid (no score op), a shift: the unshaped pattern does not reach
+                s = (s + 1.0).masked_fill(torch.zeros_like(s, dtype=torch.bool), -1e4).sigmoid() - 0.5
             return self.out(torch.bmm(s.softmax(-1), v))
 
     class Classifier(nn.Module):

@@ -31,9 +31,9 @@ BELOW_BAR = {
     "tracelens/mi300_bert-small_sdpa-flash.json.gz": f"other 11.3 % of 219 us: {_POST_NORM}",
 }
 VARIANTS = ("stripped", "no_shapes")
-# Eager calls that need shapes to be found: T5's first encoder layer computes its relative-position bias
-# (some 20 ops) between QK^T and the softmax; without shapes only three ops may sit there.
-MISSED_WITHOUT_SHAPES = {"tracelens/mi300_xdit_flux1_aiter-sage_t5-clip-eager.json.gz": 1}
+# Eager calls that need shapes to be found (none since score ops count without shapes: T5's first encoder layer
+# computes its relative-position bias, some 20 ops, between QK^T and the softmax).
+MISSED_WITHOUT_SHAPES: dict[str, int] = {}
 
 
 def _has_python_functions(path) -> bool:

@@ -6,8 +6,8 @@
 -- outside every call whose nearest sibling product before it (bmm, matmul, baddbmm, einsum; at most 32
 -- sibling ops back) and after it (at most 8 ahead) on its thread, both outside every call, has no
 -- projection, softmax, loss or op of a call between: eager attention the op-order pattern could not
--- confirm (no recorded shapes and more than three ops between, or shapes that do not read as QK^T and
--- PV); or, with no CPU op of its own (graph replays, compiled regions), a softmax kernel outside every
+-- confirm (no recorded shapes and more than three ops between, one of them no score op, or shapes that do
+-- not read as QK^T and PV); or, with no CPU op of its own (graph replays, compiled regions), a softmax kernel outside every
 -- call with a GEMM kernel outside every call at most 8 kernels before it and 4 after it on its stream.
 -- Its GPU time is the pattern's: the GPU ops from the first product to the second left other. A
 -- classifier's or LM head's softmax (a linear before it, no product after it) and log_softmax,
@@ -165,7 +165,7 @@ softmax_op_rows AS (
            coalesce(sum(g.total_ns), 0) AS total_ns, sum(p.end_ns - p.ts_ns) AS cpu_ns,
            CASE WHEN bool_or(p.shaped)
                 THEN 'a softmax between two products outside every call whose recorded shapes do not read as QK^T and PV: eager attention the op-order pattern could not confirm; a label or module rule (module_stages.csv) marks it'
-                ELSE 'a softmax between two products outside every call, with up to ' || max(p.between_ops) || ' ops between it and a product, recorded without shapes: eager attention the op-order pattern confirms only 3 ops apart without shapes; record with record_shapes=True, or a label or module rule (module_stages.csv) marks it'
+                ELSE 'a softmax between two products outside every call, with up to ' || max(p.between_ops) || ' ops between it and a product, recorded without shapes: eager attention the op-order pattern confirms only 3 ops apart without shapes, unless every op between only scales, masks or casts the scores; record with record_shapes=True, or a label or module rule (module_stages.csv) marks it'
            END AS cause
     FROM op_patterns p
     LEFT JOIN (SELECT sm_id, count(*) AS gpu_ops, sum(dur_ns) AS total_ns, min(cpu_op_name) AS cpu_op_name

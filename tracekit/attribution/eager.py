@@ -9,7 +9,8 @@ output ``[..., Sq, Skv]`` is the softmax's input and the second product's
 left operand, and the second product's right operand has ``Skv`` rows. A
 classifier's softmax has no such products around it and stays ``other``.
 Without recorded shapes only the tightest pattern counts (at most
-``UNSHAPED_GAP`` ops between the products and the softmax).
+``UNSHAPED_GAP`` ops between the products and the softmax), or one whose ops
+between are all score ops (``SCORE_OPS``: scale, mask, position bias, casts).
 
 Each pattern becomes a call mark (``kind = 'eager'``, impl ``eager``) whose
 scope is the time from the first product's start to the second product's end
@@ -40,6 +41,18 @@ PRODUCT = r"^aten::(bmm|matmul|baddbmm|einsum)$"
 MAX_GAP_BEFORE = 32
 MAX_GAP_AFTER = 8
 UNSHAPED_GAP = 3
+# Ops that only scale, mask, bias, cast, reshape or drop the scores: without shapes, a pattern whose ops between
+# the products and the softmax are all of these counts with the shaped gaps (GPT-2's div, slice, slice, where;
+# T5's relative-position buckets: arange, sub, abs, log, min, embedding, permute, add; flex_attention's reference
+# path: its score_mod's where, logsumexp, the fully-masked-row check).
+SCORE_OPS = (
+    r"^aten::(mul|mul_|div|div_|add|add_|sub|sub_|rsub|neg|abs|log|exp|where|masked_fill|masked_fill_|"
+    r"slice|select|narrow|view|reshape|_unsafe_view|expand|expand_as|unsqueeze|squeeze|transpose|permute|"
+    r"contiguous|clone|to|_to_copy|type_as|copy_|fill_|full|full_like|ones|ones_like|zeros|zeros_like|empty|"
+    r"empty_like|new_ones|new_zeros|new_full|new_empty|scalar_tensor|arange|tril|triu|clamp|clamp_min|clamp_max|"
+    r"min|max|amax|amin|minimum|maximum|tanh|logsumexp|all|any|dropout|native_dropout|isneginf|isinf|isnan|"
+    r"logical_not|bitwise_not|eq|ne|lt|le|gt|ge|embedding|detach|detach_|alias|lift_fresh|lift_fresh_copy)$"
+)
 # How far from the core a block's projections, rotary embedding and KV-cache update may sit.
 BLOCK_BEFORE = 128
 BLOCK_AFTER = 16
@@ -70,7 +83,12 @@ def find(con: duckdb.DuckDBPyConnection) -> None:
         sqlmodules.run(con, "attribution/eager_none")
         return
     sqlmodules.run(
-        con, "attribution/eager_patterns", product=PRODUCT, max_gap_before=MAX_GAP_BEFORE, max_gap_after=MAX_GAP_AFTER
+        con,
+        "attribution/eager_patterns",
+        product=PRODUCT,
+        max_gap_before=MAX_GAP_BEFORE,
+        max_gap_after=MAX_GAP_AFTER,
+        score_ops=SCORE_OPS,
     )
     sqlmodules.run(con, "attribution/eager_lift", product=PRODUCT)
     _block(con)

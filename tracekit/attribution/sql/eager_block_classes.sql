@@ -12,8 +12,9 @@
 --   below D); a 2-D [P, D] or [P, D/2] rotary table when the query has several heads; or an op a rule names
 --   rope, kv_cache or qk_norm (named_head_stages: vLLM's and SGLang's [T, H * D] rows show no head dim);
 -- - G, a reshape of heads (a view, split, slice, transpose, ... of a tensor whose last dim is a multiple of D);
--- - N, neither end nor start: an op on no tensor of 2+ dims, an allocation (empty, empty_like), a quantization
---   (a value conversion), or a constant multiple of a [.., n * D] tensor (OPT's q pre-scale);
+-- - N, neither end nor start: an op on no tensor of 2+ dims (or recorded without inputs and holding no other
+--   op: Dynamo's cache lookup), an allocation (empty, empty_like), a quantization (a value conversion), or a
+--   constant multiple of a [.., n * D] tensor (OPT's q pre-scale);
 -- - M, a mask or the probabilities: tensors [.., Skv] or [.., Sq or 1, Skv], one of them 2-D, broadcasting a
 --   row or holding the core's batch x heads (nn.MultiheadAttention's key_padding_mask merged into its
 --   attn_mask before the core, its weights averaged over the heads after it): neither end nor start;
@@ -25,7 +26,8 @@
 -- Without recorded shapes (the profiler's default) a core's siblings are classed by their names alone, through
 -- the op rules that name them: P an op a rule names a projection (proj: aten's GEMM entry points but matmul,
 -- which without shapes looks like the core's products, cutlass_scaled_mm, another library's GEMM op), R, B
--- (named ops only), G a reshape or an op a rule names layout (casts, copies, quantization), N an allocation or
+-- (named ops only), M a reduction after the core (mean, sum: the weights averaged over the heads), G a
+-- reshape or an op a rule names layout (casts, copies, quantization), N an allocation or
 -- the rotary positions (arange), L a norm op (a rule's norm, or a name that says one, not fused with the
 -- residual add), X anything else.
 --
@@ -72,7 +74,10 @@ rows AS (
     SELECT x.*, b.name, b.input_dims,
            list_transform(regexp_extract_all(CAST(b.input_dims AS VARCHAR), '\[(-?[0-9]+(, ?-?[0-9]+)*)\]', 1),
                           lambda x: CAST(string_split(replace(x, ' ', ''), ',') AS BIGINT[])) AS shapes,
-           {{include attribution/gemm_widths op=b}} AS gemm, om.m.stage AS named
+           {{include attribution/gemm_widths op=b}} AS gemm, om.m.stage AS named,
+           -- (an op recorded without inputs that holds no other: Dynamo's cache lookup, not autograd's
+           -- evaluate_function wrappers)
+           b.input_dims IS NULL AND NOT EXISTS (SELECT 1 FROM cpu_slices c WHERE c.parent_id = b.id) AS bare_leaf
     FROM idx x JOIN _eager_siblings b
       ON b.lane = x.lane AND coalesce(b.parent_id, -1) = coalesce(x.parent_id, -1) AND b.i = x.i
     LEFT JOIN _op_match om ON om.name = b.name
@@ -108,6 +113,8 @@ SELECT *, NOT shaped AND i < qk_i AND regexp_matches(name, {{norm_ops}}) AS arit
                 -- by their projections instead).
                 CASE WHEN named = 'proj' THEN 'P'
                      WHEN named = {{comm_stage}} THEN 'R'
+                     -- (after the core, a reduction is nn.MultiheadAttention's weights averaged over the heads)
+                     WHEN named = 'reduce' AND i > pv_i THEN 'M'
                      WHEN named IN {{named_head_stages}} THEN 'B'
                      WHEN named = 'layout' OR regexp_matches(name, {{reshape_names}}) THEN 'G'
                      WHEN regexp_matches(name, '^aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided|arange)$')
@@ -136,8 +143,8 @@ SELECT *, NOT shaped AND i < qk_i AND regexp_matches(name, {{norm_ops}}) AS arit
                  THEN 'B'
             -- A reshape of heads: view, split, slice, transpose, ...
             WHEN regexp_matches(name, {{reshape_names}}) AND heads_wide THEN 'G'
-            -- (an op with no recorded inputs at all: Dynamo's cache lookup before a compiled region)
-            WHEN input_dims IS NULL OR len(list_filter(shapes, lambda s: len(s) >= 2)) = 0 THEN 'N'
+            -- (or one recorded without inputs that holds no other op: Dynamo's cache lookup before a compiled region)
+            WHEN bare_leaf OR len(list_filter(shapes, lambda s: len(s) >= 2)) = 0 THEN 'N'
             -- An allocation (an output buffer a serving layer makes before its attention or norm op) holds no value.
             WHEN regexp_matches(name, '^aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided)$') THEN 'N'
             -- A value conversion (fp8 quantization of q before the attention op) is neither:

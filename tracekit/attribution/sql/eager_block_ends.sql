@@ -40,12 +40,12 @@ proj_end AS (
 -- of 3+ dims, right after it: the output's view back to [S, B, E] and nn.MultiheadAttention's weights
 -- ([B * H, Sq, Skv], [B, H, Sq, Skv]), viewed and averaged over the heads (B where Skv equals D: the weights
 -- look like heads). A 2-D mask op ends it: the next call's key_padding_mask [B, S] made float starts that
--- call's block.
+-- call's block. Without shapes: the reshapes and the reductions (M).
 ends AS (
     SELECT e.qk_id, e.pv_i,
            CASE WHEN e.by_proj
                 THEN coalesce(min(w.i) FILTER (WHERE w.i > e.end_i AND w.cls <> 'G'
-                                              AND NOT (w.cls IN ('M', 'B') AND w.max_rank >= 3)),
+                                              AND NOT (w.cls IN ('M', 'B') AND (w.max_rank >= 3 OR NOT w.shaped))),
                               max(w.i) FILTER (WHERE w.i > e.end_i) + 1, e.end_i + 1) - 1
                 ELSE e.end_i END AS end_i
     FROM proj_end e LEFT JOIN _eager_sibling_classes w USING (qk_id)
@@ -82,7 +82,7 @@ bound AS (
     SELECT qk_id,
            max(i) FILTER (WHERE cls = 'R' OR cls IN ('X', 'L') AND NOT coalesce(p_before.i = w_after AND max_rank = p_rank
                                                                         AND list_has_all([p_before.o, 1], last_dims), false)
-                                             AND NOT coalesce(cls = 'X' AND w_after IS NULL
+                                             AND NOT coalesce(cls = 'X' AND w_after IS NULL AND p_before.o IS NOT NULL
                                                               AND NOT list_has_any(last_dims, [p_before.i, p_before.o]), false))
                AS last_x
     FROM near GROUP BY qk_id

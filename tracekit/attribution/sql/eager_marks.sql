@@ -2,8 +2,8 @@
 --
 -- An eager pattern is a call (kind eager, impl eager) when its shapes agree: the first product's output
 -- [..., Sq, Skv] is the softmax's input and the second product's left operand, and the second product's
--- right operand has Skv rows; without shapes, only the tightest pattern (at most unshaped_gap ops between
--- the products and the softmax). Its id is the first product's op id, its mkey the negated id (no collision
+-- right operand has Skv rows; without shapes, the tightest pattern (at most unshaped_gap ops between the
+-- products and the softmax) or one whose ops between are all score ops (plain). Its id is the first product's op id, its mkey the negated id (no collision
 -- with the op's own mark), and it sits just before that op on the axis. A call op widened to its block gets
 -- a mark that only scopes the call (kind block: no stage, not a call of its own in attention_calls): its id
 -- is the op's, so the call keeps the op's id, source and impl; it sits before the block's first op, so the
@@ -21,7 +21,7 @@ SELECT qk_id AS id, -qk_id AS mkey, 'eager' AS kind, (qk_pos - 0.5)::DOUBLE AS p
        qk_name || ' > ' || sm_name || ' > ' || pv_name AS op, lane, k0, k1, ts_ns, end_ns
 FROM _eager_found
 WHERE CASE WHEN skv IS NULL OR a_rows IS NULL OR p_rows IS NULL
-           THEN sm_i - qk_i - 1 <= {{unshaped_gap}} AND pv_i - sm_i - 1 <= {{unshaped_gap}}
+           THEN plain OR sm_i - qk_i - 1 <= {{unshaped_gap}} AND pv_i - sm_i - 1 <= {{unshaped_gap}}
            ELSE a_inner = b_inner AND b_cols = skv AND a_rows = sq
                 AND p_inner = skv AND p_rows = sq AND v_rows = skv END;
 

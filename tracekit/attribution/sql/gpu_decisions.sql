@@ -51,7 +51,7 @@ a AS (
            least(c.first_proj_pos, k.first_proj_pos) AS first_proj_pos,
            least(c.product_pos, k.product_pos) AS product_pos,
            least(c.rotate_pos, k.rotate_pos) AS rotate_pos,
-           c.rope_lo, c.rope_hi
+           c.rope_lo, c.rope_hi, c.rope_end_pos
     FROM _call_anchors c FULL OUTER JOIN ka k ON k.call_id = c.call_id
 ),
 s AS (

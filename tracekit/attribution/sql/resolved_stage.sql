@@ -10,7 +10,8 @@
 -- embedding (rope: q * cos + rotate_half(q) * sin), and so are the layout ops among them (rotate_half's
 -- cat); nested marks rows inside an op that is an attention call itself, which keep their stage. A concat
 -- that appends along the sequence axis before the core's first product is a KV-cache update (kv_cache);
--- otherwise layout. A rotation after the core's first product is not a rotary embedding. reduce (mean, sum)
+-- otherwise layout. A rotation after the core's first product is not a rotary embedding (before the
+-- softmax it shifts the scores: mask). reduce (mean, sum)
 -- after the core is out_proj (MultiheadAttention's averaged weights), before it other.
 --
 -- @fragment
@@ -41,8 +42,9 @@ CASE WHEN {{include attribution/rope_candidate stage=stage pos=pos anchor=anchor
     WHEN 'scale' THEN CASE WHEN {{positional}} AND {{pos}} > {{anchor}}.core_end_pos THEN 'out_proj' ELSE 'scale' END
     WHEN 'mask' THEN CASE WHEN {{positional}} AND {{pos}} > {{anchor}}.core_end_pos THEN 'out_proj' ELSE 'mask' END
     WHEN 'dropout' THEN CASE WHEN {{positional}} AND {{pos}} > {{anchor}}.core_end_pos THEN 'out_proj' ELSE 'dropout' END
-    -- A rotation after the core's first product is not a rotary embedding.
-    WHEN 'rotate' THEN 'other'
+    -- A rotation after the core's first product is not a rotary embedding: before the softmax it shifts the
+    -- scores (mask, as an added bias does), after it nothing of attention.
+    WHEN 'rotate' THEN CASE WHEN {{pos}} < {{anchor}}.softmax_pos THEN 'mask' ELSE 'other' END
     -- A reduction after the core is the output block's (MultiheadAttention averaging the probabilities over
     -- the heads for need_weights); before it, not attention.
     WHEN 'reduce' THEN CASE WHEN {{positional}} AND {{pos}} > {{anchor}}.core_end_pos THEN 'out_proj' ELSE 'other' END
