@@ -13,11 +13,11 @@ CREATE OR REPLACE TEMP TABLE _call_anchors AS
 SELECT call_id, {{include attribution/anchors stage=d.stage pos=d.pos low_rank=d.low_rank core=core products=products}}
 FROM _slice_stages WHERE call_id IS NOT NULL GROUP BY call_id;
 
--- Where a plain-op rotary embedding ends: two scale/mask ops after its last rotation before the core's first
--- product (rotate_half's `* sin` and `+`, GPT-J's the same; Meta's complex form and DeepSeek's `x1 * cos -
--- x2 * sin` have fewer), or the last rotation itself. A mask made after it, before the core (flex_attention's
--- block mask: ones, where), is not the rotation's; with shapes it was told apart by its rank, without them by
--- this. NULL: the call does not rotate.
+-- Where a plain-op rotary embedding ends: three scale/mask ops after its last rotation before the core's first
+-- product (rotate_half's `* sin` and `+`, GPT-J's the same; DeepSeek's `x2 * cos + x1 * sin` after the
+-- `x1 * cos - x2 * sin` of its sub; Meta's complex form none), or the last rotation itself. A mask made after
+-- it, before the core (flex_attention's block mask: ones, where), is not the rotation's; with shapes it was
+-- told apart by its rank, without them by this. NULL: the call does not rotate.
 CREATE OR REPLACE TEMP TABLE _call_anchors AS
 WITH rot AS (
     SELECT x.call_id, max(x.d.pos) AS last_rot, any_value(a.product_pos) AS product_pos
@@ -33,7 +33,7 @@ after AS (
 )
 SELECT a.*, e.rope_end_pos
 FROM _call_anchors a LEFT JOIN (
-    SELECT call_id, greatest(any_value(last_rot), max(pos) FILTER (WHERE k <= 2)) AS rope_end_pos
+    SELECT call_id, greatest(any_value(last_rot), max(pos) FILTER (WHERE k <= 3)) AS rope_end_pos
     FROM after GROUP BY call_id
 ) e USING (call_id);
 
