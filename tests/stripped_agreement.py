@@ -56,7 +56,7 @@ _CPU_WEIGHT = {
 }
 _GPU_WEIGHT = {False: "g.dur_ns", True: "min(g.dur_ns) OVER (PARTITION BY g.trace_id, g.name, CAST(g.grid AS VARCHAR))"}
 _CALLS = """
-SELECT t.path, count(*) AS calls, count(*) FILTER (WHERE direction = 'forward') AS forward
+SELECT t.path, count(c.call_id) AS calls, count(*) FILTER (WHERE direction = 'forward') AS forward
 FROM traces t LEFT JOIN attention_calls c ON c.trace_id = t.trace_id
 GROUP BY t.path
 """

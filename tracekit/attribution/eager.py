@@ -38,7 +38,7 @@ SOFTMAX = r"^aten::(_?softmax|_safe_softmax)$"
 PRODUCT = r"^aten::(bmm|matmul|baddbmm|einsum)$"
 # Sibling ops allowed between the QK^T product and the softmax (scale, mask,
 # position bias, casts) and between the softmax and the PV product (dropout, casts).
-MAX_GAP_BEFORE = 32
+MAX_GAP_BEFORE = 64  # (DeBERTa's c2p and p2c position terms: some 60)
 MAX_GAP_AFTER = 8
 UNSHAPED_GAP = 3
 # Ops that only scale, mask, bias, cast, reshape or drop the scores: without shapes, a pattern whose ops between

@@ -89,21 +89,30 @@ SELECT qk_id, qk_i, pv_i, i, prev_pv_i, shaped, cls, m_prev, CASE WHEN cls = 'P'
            AS last_dims
 FROM (
 -- Without shapes, a norm written in ops (a run of casts, pow, mean, add, rsqrt, mul around an rsqrt: Qwen3's
--- q_norm and k_norm) is L, and m_prev the class before the run; a run that starts with an add is a residual
--- add and the layer's norm after it (X). A mul or div right after a projection is q's pre-scale (OPT): N.
+-- q_norm and k_norm) is L, and m_prev the class before the run; a run with an add that neither an rsqrt nor
+-- a mul follows (a residual add: before the layer's norm, Granite's mul, add, norm and Gemma 2's post-norm,
+-- add, next input norm; after it, OLMo-2's post-norm then add; not the norm's own epsilon add, before its
+-- rsqrt, nor Gemma's 1 + weight, before a mul) is X. A mul or div right after a projection is q's
+-- pre-scale (OPT): N.
 SELECT *,
        CASE WHEN shaped THEN cls0
-            WHEN arith AND has_rsqrt THEN CASE WHEN run_first IN ('aten::add', 'aten::add_') THEN 'X' ELSE 'L' END
+            WHEN arith AND has_rsqrt THEN CASE WHEN residual THEN 'X' ELSE 'L' END
             WHEN cls0 = 'X' AND regexp_matches(name, '^aten::(mul|div)_?$') AND before = 'P' THEN 'N'
             ELSE cls0 END AS cls,
-       CASE WHEN arith AND has_rsqrt THEN run_prev ELSE before END AS m_prev
+       -- (a norm op right after another takes the class before both: Persimmon's q and k LayerNorms in a row)
+       CASE WHEN arith AND has_rsqrt THEN run_prev WHEN cls0 = 'L' THEN before_norms ELSE before END AS m_prev
 FROM (
 SELECT *,
        bool_or(arith AND name = 'aten::rsqrt') OVER run AS has_rsqrt,
-       first_value(CASE WHEN arith THEN name END IGNORE NULLS) OVER run AS run_first,
+       bool_or(arith AND name IN ('aten::add', 'aten::add_')
+               AND coalesce(next_name NOT IN ('aten::rsqrt', 'aten::mul', 'aten::mul_'), true)) OVER run
+           AS residual,
        first_value(CASE WHEN NOT arith THEN cls0 END IGNORE NULLS) OVER run AS run_prev
 FROM (
 SELECT *, lag(cls0) OVER (PARTITION BY qk_id ORDER BY i) AS before,
+       lead(name) OVER (PARTITION BY qk_id ORDER BY i) AS next_name,
+       last_value(CASE WHEN cls0 <> 'L' THEN cls0 END IGNORE NULLS)
+           OVER (PARTITION BY qk_id ORDER BY i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_norms,
        -- (a run of arithmetic shares its island with the op right before it)
        sum(CASE WHEN arith THEN 0 ELSE 1 END) OVER (PARTITION BY qk_id ORDER BY i ROWS UNBOUNDED PRECEDING) AS island
 FROM (

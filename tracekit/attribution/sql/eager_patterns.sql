@@ -2,7 +2,8 @@
 --
 -- The siblings of the softmaxes and of the call ops are numbered in order (attribution/siblings). Around
 -- each softmax, by those numbers (an equality join: a range join on a parent with many children, or none,
--- is a nested loop): the nearest product before it (at most max_gap_before ops between) and after it (at
+-- is a nested loop): the nearest product before it (at most max_gap_before ops between; the nearest whose
+-- shapes make the softmax's scores, when one does) and after it (at
 -- most max_gap_after), with no other softmax between them. The shapes the marks check: the softmax's
 -- [..., Sq, Skv], and the rows and inner dims of both products' operands; without shapes, whether every op
 -- between the products is a score op (plain).
@@ -25,15 +26,25 @@ WITH sm AS (
 -- The siblings around each softmax by their numbers (an equality join: a range join on a
 -- parent with many children, or none, is a nested loop).
 near AS (
-    SELECT sm.id AS sm_id, sm.i AS sm_i, b.id, b.i
+    SELECT sm.id AS sm_id, sm.i AS sm_i, b.id, b.i,
+           -- (a product whose output is the softmax's [.., Sq, Skv]: QK^T, by its shapes)
+           {{include attribution/operand_dim op=b path=$[0][#-2] bias_path=$[1][#-2]}}
+               = TRY_CAST(json_extract_string(sm.input_dims, '$[0][#-2]') AS BIGINT)
+           AND {{include attribution/operand_dim op=b path=$[1][#-1] bias_path=$[2][#-1]}}
+               = TRY_CAST(json_extract_string(sm.input_dims, '$[0][#-1]') AS BIGINT) AS fits
     FROM (SELECT sm.*, unnest(range(greatest(sm.i - ({{max_gap_before}} + 1), 1), sm.i + ({{max_gap_after}} + 2)))
                  AS j FROM sm) sm
     JOIN _eager_siblings b
       ON b.lane = sm.lane AND coalesce(b.parent_id, -1) = coalesce(sm.parent_id, -1) AND b.i = sm.j
     WHERE regexp_matches(b.name, {{product}})
 ),
-qk AS (  -- the nearest product before the softmax, with no other softmax between
-    SELECT sm_id, arg_max(id, i) AS qk_id, max(i) AS qk_i FROM near WHERE i < sm_i GROUP BY sm_id
+-- The nearest product before the softmax whose shapes make the softmax's scores, else the nearest (DeBERTa
+-- adds its c2p and p2c position terms, two more bmms, between QK^T and the softmax), with no other softmax
+-- between.
+qk AS (
+    SELECT sm_id, arg_max(id, CASE WHEN fits THEN i + 1000000 ELSE i END) AS qk_id,
+           arg_max(i, CASE WHEN fits THEN i + 1000000 ELSE i END) AS qk_i
+    FROM near WHERE i < sm_i GROUP BY sm_id
 ),
 pv AS (  -- the nearest product after it
     SELECT sm_id, arg_min(id, i) AS pv_id, min(i) AS pv_i FROM near WHERE i > sm_i GROUP BY sm_id
