@@ -6,7 +6,8 @@ Each tiny random model (no download) is recorded once per session with ``with_mo
 The families are the ones whose layer structure once misled the block reading: Granite scales its residual
 (``mul, add``) before the next layer's norm; Gemma 2 and OLMo-2 normalise after attention (a norm, then the
 residual add, then the next norm, written in plain ops); Persimmon normalises q and k with two LayerNorms in a
-row; DeBERTa-v2 adds its c2p and p2c position terms (two more bmms) between QK^T and the softmax. The bar is the
+row; DeBERTa-v2 adds its c2p and p2c position terms (two more bmms) between QK^T and the softmax; Swin reads its
+relative position bias from a [P, H] table before its SDPA op. The bar is the
 issue's (at most 5 % of the attention time other, at least 95 % of the core right, the same forward calls) and
 ours the other way (at most 5 % taken in beyond the attention modules).
 """
@@ -31,6 +32,12 @@ FAMILIES = {
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(TINY, num_key_value_heads=2, head_dim=8), "eager"),
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", TINY, "sdpa"),
     "persimmon": ("PersimmonConfig", "PersimmonForCausalLM", TINY, "sdpa"),
+    "swin": (
+        "SwinConfig",
+        "SwinModel",
+        dict(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=4),
+        "sdpa",
+    ),
     "deberta_v2": (
         "DebertaV2Config",
         "DebertaV2Model",
@@ -40,7 +47,9 @@ FAMILIES = {
 }
 # DeBERTa-v2's position terms put two projections between QK^T and the softmax: without shapes the pattern
 # cannot be confirmed (attention_missed names it); its SelfOutput holds the residual add and LayerNorm, as BERT's.
-NEEDS_SHAPES = {"deberta_v2"}
+# Swin's relative position bias (its table [P, H] read by index before the SDPA op) is told by the table's
+# heads: without shapes it stays layout and other (6-8 %).
+NEEDS_SHAPES = {"deberta_v2", "swin"}
 EVERY_RUN = ("granite", "persimmon")
 
 
@@ -51,11 +60,11 @@ def _record(path, family: str) -> None:
     torch.manual_seed(0)
     config = getattr(transformers, config_class)(**kwargs)
     model = getattr(transformers, model_class)._from_config(config, attn_implementation=attn).eval()
-    ids = torch.randint(0, 64, (2, 12))
+    inputs = (torch.randn(2, 3, 32, 32),) if family == "swin" else (torch.randint(0, 64, (2, 12)),)
     with torch.no_grad():
-        model(ids)
+        model(*inputs)
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_modules=True, with_stack=True) as p:
-            model(ids)
+            model(*inputs)
     raw = path.with_suffix(".json")
     p.export_chrome_trace(str(raw))
     with open(raw, "rb") as src, gzip.open(path, "wb") as dst:

@@ -102,7 +102,9 @@ def _cpu_stages(con, kind: str) -> None:
     sqlmodules.run(con, "attribution/op_facts", stages=("concat", "matmul", *ROPE_OPS))
     sqlmodules.run(con, "attribution/slice_stages", comm_stage=eager.TP_COMM)
     sqlmodules.run(con, "attribution/call_anchors", rope_ops=ROPE_OPS, **_POSITIONS)
-    sqlmodules.run(con, "attribution/cpu_stage_decisions", table=kind, rope_ops=ROPE_OPS)
+    sqlmodules.run(
+        con, "attribution/cpu_stage_decisions", table=kind, rope_ops=ROPE_OPS, reshape_names=eager.RESHAPE_NAMES
+    )
     # A training step's backward: each autograd node takes its forward op's stage and call's backward call.
     backward.propagate(con)
 
