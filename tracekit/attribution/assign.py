@@ -102,9 +102,13 @@ def _cpu_stages(con, kind: str) -> None:
     sqlmodules.run(con, "attribution/op_facts", stages=("concat", "matmul", *ROPE_OPS))
     sqlmodules.run(con, "attribution/slice_stages", comm_stage=eager.TP_COMM)
     sqlmodules.run(con, "attribution/call_anchors", rope_ops=ROPE_OPS, **_POSITIONS)
-    sqlmodules.run(
-        con, "attribution/cpu_stage_decisions", table=kind, rope_ops=ROPE_OPS, reshape_names=eager.RESHAPE_NAMES
-    )
+    # Position-bias tables read by the heads (Swin, T5), with what makes their index and shapes them.
+    ((tables,),) = sqlmodules.fetch(con, "attribution/bias_tables")
+    if tables:
+        sqlmodules.run(con, "attribution/bias_slices", reshape_names=eager.RESHAPE_NAMES)
+    else:
+        sqlmodules.run(con, "attribution/bias_none")
+    sqlmodules.run(con, "attribution/cpu_stage_decisions", table=kind, rope_ops=ROPE_OPS)
     # A training step's backward: each autograd node takes its forward op's stage and call's backward call.
     backward.propagate(con)
 
