@@ -19,7 +19,7 @@ from .model import run_hf_model
 from .samples import SAMPLE_DIR, record_gpu_samples, record_samples
 from .serving import ENGINES, SERVING_SAMPLE_DIR, record_serving_samples
 from .session import resolve_device
-from .zoo import CASE_NAMES, record_zoo
+from .zoo import CASE_NAMES, DTYPES, record_zoo
 
 _EXAMPLES = {
     "attention": "example: python -m capture attention --impl all --seq 1024 --out traces",
@@ -162,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     zoo.add_argument("outdir", metavar="OUTDIR", help="output directory")
     zoo.add_argument("--only", help=f"a comma list of cases (default: all): {', '.join(CASE_NAMES)}")
+    zoo.add_argument(
+        "--device", default="cpu", choices=("cpu", "cuda", "auto"), help="where the models run (default: cpu)"
+    )
+    zoo.add_argument("--dtype", default="float32", choices=DTYPES, help="the models' dtype (default: float32)")
     zoo.add_argument("--debug", action="store_true", help="show tracebacks of errors")
 
     srv = sub.add_parser(
@@ -272,7 +276,7 @@ def _zoo(args: argparse.Namespace) -> int:
     def progress(outcome) -> None:
         print(outcome.line(), file=sys.stderr if outcome.unavailable else sys.stdout, flush=True)
 
-    manifest, _ = record_zoo(args.outdir, names, progress=progress)
+    manifest, _ = record_zoo(args.outdir, names, progress=progress, device=args.device, dtype=args.dtype)
     print(f"manifest -> {manifest}")
     return 0
 

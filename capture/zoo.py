@@ -31,7 +31,7 @@ from typing import Any
 
 from .cluster import atomic_write, detect_cluster
 from .errors import CaptureError, one_line, require
-from .session import CAPTURE_VERSION, Schedule, capture, capture_metadata
+from .session import CAPTURE_VERSION, Schedule, capture, capture_metadata, resolve_device
 
 ZOO_SCHEDULE = Schedule(wait=1, warmup=1, active=2, repeat=1)
 ZOO_WARMUP = 1
@@ -276,11 +276,17 @@ def _hf_model(case: ZooCase, torch: Any) -> tuple[Any, dict[str, Any]]:
     raise CaptureError(f"zoo case {case.name}: no transformers model for family {family!r}")
 
 
-def _step(case: ZooCase, torch: Any) -> Callable[[], object]:
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _step(case: ZooCase, torch: Any, device: str = "cpu", dtype: str = "float32") -> Callable[[], object]:
     """The case's model and the call one profiler step runs: a forward (no_grad unless the path needs
-    grad) or a training step."""
+    grad) or a training step, on `device` in `dtype` (floating inputs too; token ids stay integers)."""
     torch.manual_seed(0)
     model, inputs = (_hf_model if case.source == "transformers" else _torch_model)(case, torch)
+    kind = getattr(torch, dtype)
+    model = model.to(device=device, dtype=kind)
+    inputs = {k: v.to(device=device, dtype=kind if v.is_floating_point() else v.dtype) for k, v in inputs.items()}
     s = case.settings
     if case.training:
         model.train()
@@ -368,15 +374,16 @@ def _unavailable(case: ZooCase) -> str | None:
     return None
 
 
-def record_case(case: ZooCase, out: str | Path) -> ZooOutcome:
-    """Record one case into `out`: the scoped trace, its key_averages files and the stripped twin."""
+def record_case(case: ZooCase, out: str | Path, *, device: str = "cpu", dtype: str = "float32") -> ZooOutcome:
+    """Record one case into `out`: the scoped trace, its key_averages files and the stripped twin, on
+    `device` (cpu, or cuda: the GPU's kernels join the trace) in `dtype`."""
     started = time.monotonic()
     missing = _unavailable(case)
     if missing is not None:
         return ZooOutcome(case, unavailable=missing)
     torch = require("torch")
     out = Path(out)
-    step = _step(case, torch)
+    step = _step(case, torch, device, dtype)
     try:
         step()  # the first call doubles as the probe: a backend torch refuses here raises now
     except Exception as exc:
@@ -384,12 +391,12 @@ def record_case(case: ZooCase, out: str | Path) -> ZooOutcome:
             raise
         return ZooOutcome(case, unavailable=one_line(f"{type(exc).__name__}: {exc}"))
     meta = capture_metadata(
-        device="cpu",
+        device=device,
         cluster=detect_cluster(),
         tag="zoo",
         impl=case.name,
         shapes={"batch": BATCH, "heads": HEADS, "seq_q": SEQ, "seq_kv": SEQ, "head_dim": HIDDEN // HEADS},
-        dtype="float32",
+        dtype=dtype,
         zoo_case=case.name,
         family=case.family,
         source=case.source,
@@ -399,7 +406,7 @@ def record_case(case: ZooCase, out: str | Path) -> ZooOutcome:
     result = capture(
         step,
         scoped,
-        device="cpu",
+        device=device,
         metadata=meta,
         warmup=ZOO_WARMUP - 1,
         schedule=ZOO_SCHEDULE,
@@ -441,13 +448,20 @@ def record_zoo(
     out: str | Path,
     names: Iterable[str] | None = None,
     progress: Callable[[ZooOutcome], None] | None = None,
+    *,
+    device: str = "cpu",
+    dtype: str = "float32",
 ) -> tuple[Path, list[ZooOutcome]]:
     """Record the zoo's cases (all, or `names`) into `out` and write its ``manifest.json``.
 
-    `progress` is called with each case's outcome as it finishes. Returns the manifest path and the
-    outcomes.
+    `progress` is called with each case's outcome as it finishes. `device`: cpu, cuda or auto (a lent GPU:
+    ``python -m capture zoo OUT --device cuda --dtype bfloat16``); cuda without one is a CaptureError.
+    Returns the manifest path and the outcomes.
     """
     torch = require("torch")
+    device = resolve_device(device)
+    if dtype not in DTYPES:
+        raise CaptureError(f"zoo --dtype {dtype!r}: choose from {', '.join(DTYPES)}")
     out = Path(out)
     outcomes = []
     threads = torch.get_num_threads()
@@ -456,7 +470,7 @@ def record_zoo(
     torch.set_num_threads(1)
     try:
         for case in select_cases(names):
-            outcome = record_case(case, out)
+            outcome = record_case(case, out, device=device, dtype=dtype)
             outcomes.append(outcome)
             if progress is not None:
                 progress(outcome)
@@ -472,8 +486,8 @@ def record_zoo(
         "capture_version": CAPTURE_VERSION,
         "torch_version": torch.__version__,
         "transformers_version": transformers_version,
-        "device": "cpu",
-        "dtype": "float32",
+        "device": device,
+        "dtype": dtype,
         "intra_op_threads": 1,
         "schedule": ZOO_SCHEDULE.as_dict(),
         "warmup_calls": ZOO_WARMUP,

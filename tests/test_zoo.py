@@ -307,6 +307,33 @@ def test_zoo_command_records_the_cases_named(tmp_path, capsys):
     assert err.startswith("Error: unknown zoo case(s) nope: choose from torch_llama_eager, ") and err.count("\n") == 1
 
 
+def test_zoo_command_records_in_another_dtype_and_refuses_a_missing_gpu(tmp_path, capsys):
+    """``--dtype bfloat16``: the model and its floating inputs in that dtype, said in the trace's metadata and
+    the manifest, and its call still one per forward; ``--device cuda`` without a GPU: one Error line, exit
+    1, nothing written (the GPU zoo is the same command on a lent GPU)."""
+    import tracekit
+    from capture.cli import main
+
+    assert main(["zoo", str(tmp_path / "bf16"), "--only", "torch_llama_sdpa", "--dtype", "bfloat16"]) == 0
+    manifest = json.loads((tmp_path / "bf16" / "manifest.json").read_text())
+    assert (manifest["device"], manifest["dtype"]) == ("cpu", "bfloat16")
+    (entry,) = manifest["traces"]
+    with gzip.open(tmp_path / "bf16" / entry["scoped"], "rt") as fh:
+        trace = json.load(fh)
+    assert trace["tracekit_capture"]["dtype"] == "bfloat16"
+    types = {t for e in trace["traceEvents"] if e.get("name") == "aten::linear" for t in e["args"]["Input type"]}
+    assert "c10::BFloat16" in types
+    with tracekit.load(tmp_path / "bf16" / entry["stripped"]) as loaded:
+        assert len(loaded.query("attention_calls").to_dicts()) == entry["attention_calls"]
+    capsys.readouterr()
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: --device cuda would record")
+    assert main(["zoo", str(tmp_path / "gpu"), "--only", "torch_mha_fast", "--device", "cuda"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: --device cuda: torch.cuda.is_available() is False") and err.count("\n") == 1
+    assert not (tmp_path / "gpu").exists()
+
+
 def test_stripped_t5_scores_ops_between_qk_and_softmax_are_the_position_bias(manifest, entries, loaded):
     """The plain-torch T5 builds its first layer's relative-position bias between QK^T and the softmax: in the
     stripped copy those ops (bucket arithmetic, the bias table's embedding lookup) belong to the call and are
