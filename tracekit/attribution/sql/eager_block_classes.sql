@@ -39,7 +39,7 @@
 -- @param reshape_names TEXT        A reshape op's name: view, split, transpose, ... (eager.RESHAPE_NAMES).
 -- @reads _eager_found, _eager_siblings, _eager_call_ops, _eager_lift, _op_match
 -- @creates _eager_block_cores      The cores: qk_id (the first product's id, or the call op's), qk_i, pv_i (its first and last sibling number), lane, parent_id, d, sq, skv, qb, qh, qrank, shaped.
--- @creates _eager_sibling_classes  Per core and sibling in reach (i): shaped (its core's), cls (P, B, G, N, M, R, X; L unshaped), m_prev (unshaped: the class before an L or its run), gemm (a projection's widths), max_rank (its tensors' most dims), last_dims (an X before the core: its tensors' last dims), prev_pv_i.
+-- @creates _eager_sibling_classes  Per core and sibling in reach (i): shaped (its core's), cls (P, B, G, N, M, R, X; L unshaped), m_prev (unshaped: the class before an L or its run), gemm (a projection's widths), max_rank (its tensors' most dims), last_dims (an X before the core: its tensors' last dims), residual_add (an add of two activations of one shape), prev_pv_i.
 -- (A lifted core, attribution/eager_lift, is its wrapper among the wrapper's siblings.)
 CREATE OR REPLACE TEMP TABLE _eager_block_cores AS
 SELECT f.qk_id, coalesce(w.i, f.qk_i) AS qk_i, coalesce(w.i, f.pv_i) AS pv_i, f.lane,
@@ -86,7 +86,10 @@ rows AS (
 SELECT qk_id, qk_i, pv_i, i, prev_pv_i, shaped, cls, m_prev, CASE WHEN cls = 'P' THEN gemm END AS gemm,
        coalesce(list_max(list_transform(shapes, lambda s: len(s))), 0) AS max_rank,
        CASE WHEN cls = 'X' AND i < qk_i THEN list_distinct(list_transform(shapes, lambda s: s[-1])) END
-           AS last_dims
+           AS last_dims,
+       -- (a residual add: two activations of one shape, 3+ dims, added)
+       cls = 'X' AND regexp_matches(name, '^aten::add_?$') AND len(shapes) >= 2 AND len(shapes[1]) >= 3
+           AND shapes[1] = shapes[2] AS residual_add
 FROM (
 -- Without shapes, a norm written in ops (a run of casts, pow, mean, add, rsqrt, mul around an rsqrt: Qwen3's
 -- q_norm and k_norm) is L, and m_prev the class before the run; a run with an add that neither an rsqrt nor

@@ -59,11 +59,12 @@ prev AS (  -- where the block before it on the thread ends
 -- Before the core, each op's nearest projections on either side (after the previous block): an X
 -- between two that read the same width, on tensors as wide as the first one's output (or its
 -- per-row statistics) and of as many dims, works on what that projection made (OLMo-2's q_norm over
--- [B, S, H * D] rows, between q_proj and k_proj), not on the layer's hidden state. (The dims tell a
+-- [B, S, H * D] rows, between q_proj and k_proj), not on the layer's hidden state; a residual add (two
+-- activations of one shape) does not (an MLP's linear, relu and the residual add before the next layer). (The dims tell a
 -- model's last [B, E] projection from the next model's first layer: CLIP's visual projection, then the
 -- text embeddings' add and the layer's input norm over [B, S, E], the same width.)
 near AS (
-    SELECT w.qk_id, w.i, w.cls, w.last_dims,
+    SELECT w.qk_id, w.i, w.cls, w.last_dims, w.residual_add,
            last_value(CASE WHEN w.cls = 'P' AND w.i > coalesce(p.prev_end, -1) THEN w.gemm END IGNORE NULLS)
                OVER (PARTITION BY w.qk_id ORDER BY w.i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS p_before,
            last_value(CASE WHEN w.cls = 'P' AND w.i > coalesce(p.prev_end, -1) THEN w.max_rank END IGNORE NULLS)
@@ -81,17 +82,36 @@ near AS (
 bound AS (
     SELECT qk_id,
            max(i) FILTER (WHERE cls = 'R' OR cls IN ('X', 'L') AND NOT coalesce(p_before.i = w_after AND max_rank = p_rank
-                                                                        AND list_has_all([p_before.o, 1], last_dims), false)
+                                                                        AND list_has_all([p_before.o, 1], last_dims)
+                                                                        AND NOT residual_add, false)
                                              AND NOT coalesce(cls = 'X' AND w_after IS NULL AND p_before.o IS NOT NULL
                                                               AND NOT list_has_any(last_dims, [p_before.i, p_before.o]), false))
                AS last_x
     FROM near GROUP BY qk_id
 ),
+-- The layer's width: what the output projection writes (the first projection after the core, when it ends
+-- the block). A projection before the block's first one that reads it is the model's, not the block's: an
+-- input mapping into the layer's width (ALBERT's embedding_hidden_mapping_in, a model's first Linear from its
+-- features) right before layer 0's in-projection.
+width AS (
+    SELECT a.qk_id, w.gemm.o AS e
+    FROM after a JOIN _eager_sibling_classes w ON w.qk_id = a.qk_id AND w.i = a.first_p
+    WHERE a.first_p < coalesce(a.first_x, 9e18)
+),
+mapped AS (  -- the last projection into the layer's width before the first that reads it
+    SELECT qk_id, max(i) FILTER (WHERE i < reads_e AND gemm.i <> e) AS cut FROM (
+        SELECT w.qk_id, w.i, w.gemm, e.e,
+               min(w.i) FILTER (WHERE w.gemm.i = e.e) OVER (PARTITION BY w.qk_id) AS reads_e
+        FROM _eager_sibling_classes w JOIN width e USING (qk_id) LEFT JOIN bound b USING (qk_id)
+        WHERE w.i < w.qk_i AND w.cls = 'P' AND w.i > coalesce(b.last_x, -1)
+    ) GROUP BY qk_id
+),
 first_ph AS (
     SELECT f.qk_id, coalesce(min(w.i), f.qk_i) AS start_i
-    FROM _eager_block_cores f LEFT JOIN bound b USING (qk_id)
+    FROM _eager_block_cores f LEFT JOIN bound b USING (qk_id) LEFT JOIN mapped m USING (qk_id)
     LEFT JOIN _eager_sibling_classes w
-      ON w.qk_id = f.qk_id AND w.i < w.qk_i AND w.cls IN ('P', 'B') AND w.i > coalesce(b.last_x, -1)
+      ON w.qk_id = f.qk_id AND w.i < w.qk_i AND w.cls IN ('P', 'B')
+     AND w.i > greatest(coalesce(b.last_x, -1), coalesce(m.cut, -1))
     GROUP BY f.qk_id, f.qk_i
 ),
 -- Back to the first mask op (M) or reshape (G) of the run of M, G and ops on no tensor of 2+ dims (N) right
