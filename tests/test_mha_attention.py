@@ -372,8 +372,8 @@ def test_a_model_of_multihead_attention_layers_without_its_scopes(inputs, shapes
     its Python scopes, every op agrees and nothing else joins the calls: neither the input Linear into the layer
     width right before layer 0 (before: taken in as qkv_proj) nor the previous layer's Linear, relu and
     residual add (read as work on what that Linear made): together 7-23 % more attention time. Without shapes
-    too, within the issue's bar."""
-    from stripped_agreement import CORE_MIN_PCT, OTHER_MAX_PCT
+    too: the key_padding_mask made float and the input transposed before the in-projection are the call's
+    (before: 0.4-3.4 % other, and the input Linear taken in once they no longer bounded it)."""
     from stripped_agreement import agreement as measured
 
     from capture import zoo
@@ -388,8 +388,4 @@ def test_a_model_of_multihead_attention_layers_without_its_scopes(inputs, shapes
     (result,) = measured(inputs.trace(scoped), inputs.trace(twin), robust=True, pairs={scoped.name: twin.name})
     summary = f"{result.row()}, extra {result.extra_pct:.1f} %; largest differences {result.worst()}"
     assert result.forward_calls_scoped == result.forward_calls_stripped == 4, summary
-    if shapes:
-        assert (result.other_pct, result.core_right_pct, result.extra_pct) == (0.0, 100.0, 0.0), summary
-    else:
-        assert result.other_pct <= OTHER_MAX_PCT and result.core_right_pct >= CORE_MIN_PCT, summary
-        assert result.extra_pct <= 5.0, summary
+    assert (result.other_pct, result.core_right_pct, result.extra_pct) == (0.0, 100.0, 0.0), summary

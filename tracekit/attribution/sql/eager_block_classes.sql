@@ -26,7 +26,8 @@
 -- Without recorded shapes (the profiler's default) a core's siblings are classed by their names alone, through
 -- the op rules that name them: P an op a rule names a projection (proj: aten's GEMM entry points but matmul,
 -- which without shapes looks like the core's products, cutlass_scaled_mm, another library's GEMM op), R, B
--- (named ops only), M a reduction after the core (mean, sum: the weights averaged over the heads), G a
+-- (named ops only), M a reduction after the core (mean, sum: the weights averaged over the heads) or an op a
+-- rule names mask before it (zeros_like, masked_fill_: a mask made, not an add), G a
 -- reshape or an op a rule names layout (casts, copies, quantization), N an allocation or
 -- the rotary positions (arange), L a norm op (a rule's norm, or a name that says one, not fused with the
 -- residual add), X anything else.
@@ -127,6 +128,9 @@ SELECT *, NOT shaped AND i < qk_i AND regexp_matches(name, {{norm_ops}}) AS arit
                      WHEN named = {{comm_stage}} THEN 'R'
                      -- (after the core, a reduction is nn.MultiheadAttention's weights averaged over the heads)
                      WHEN named = 'reduce' AND i > pv_i THEN 'M'
+                     -- (before the core, a mask built, not applied: nn.MultiheadAttention's key_padding_mask
+                     -- made float; an add is the residual's as often as the mask's)
+                     WHEN named = 'mask' AND i < qk_i AND NOT regexp_matches(name, '^aten::add_?$') THEN 'M'
                      WHEN named IN {{named_head_stages}} THEN 'B'
                      WHEN named = 'layout' OR regexp_matches(name, {{reshape_names}}) THEN 'G'
                      WHEN regexp_matches(name, '^aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided|arange)$')

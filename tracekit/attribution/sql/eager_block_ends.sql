@@ -146,16 +146,36 @@ unshaped AS (
 u_bound AS (
     SELECT qk_id, last_p,
            bool_or(i > last_p AND (cls = 'R' OR cls = 'L' AND coalesce(prev_cls, 'X') IN ('X', 'R', 'L'))) AS foreign,
-           max(i) FILTER (WHERE i < last_p AND (cls IN ('X', 'R') OR cls = 'L' AND coalesce(prev_cls, 'X') IN ('X', 'R', 'L'))) AS last_x
+           -- (a mask made before the projections bounds them as an X does: the run extension takes it back)
+           max(i) FILTER (WHERE i < last_p AND (cls IN ('X', 'R', 'M') OR cls = 'L' AND coalesce(prev_cls, 'X') IN ('X', 'R', 'L'))) AS last_x
     FROM (SELECT *, max(i) FILTER (WHERE cls = 'P') OVER (PARTITION BY qk_id) AS last_p FROM unshaped)
     WHERE last_p IS NOT NULL
     GROUP BY qk_id, last_p
 ),
-u_starts AS (
+u_first AS (
     SELECT u.qk_id, min(u.i) AS start_i
     FROM unshaped u JOIN u_bound b USING (qk_id)
     WHERE NOT b.foreign AND u.i <= b.last_p AND u.i > coalesce(b.last_x, -1) AND u.cls IN ('P', 'B')
     GROUP BY u.qk_id
+),
+-- ... back over the run of masks made (M) and reshapes (G) right before it when it holds a mask made
+-- (nn.MultiheadAttention's key_padding_mask made float, its batch_first input transposed); reshapes alone stay
+-- out (a weight's transpose before its GEMM).
+u_run AS (
+    SELECT f.qk_id, f.start_i, max(u.i) FILTER (WHERE u.cls NOT IN ('M', 'G', 'N')) AS before_run
+    FROM u_first f JOIN unshaped u ON u.qk_id = f.qk_id AND u.i < f.start_i
+    GROUP BY f.qk_id, f.start_i
+),
+u_starts AS (
+    SELECT f.qk_id,
+           coalesce(min(u.i) FILTER (WHERE r.has_mask), f.start_i) AS start_i
+    FROM u_first f
+    LEFT JOIN (SELECT r.qk_id, r.before_run, bool_or(u.cls = 'M') AS has_mask
+               FROM u_run r JOIN unshaped u ON u.qk_id = r.qk_id AND u.i < r.start_i
+                                            AND u.i > coalesce(r.before_run, -1)
+               GROUP BY r.qk_id, r.before_run) r ON r.qk_id = f.qk_id
+    LEFT JOIN unshaped u ON u.qk_id = f.qk_id AND u.i < f.start_i AND u.i > coalesce(r.before_run, -1)
+    GROUP BY f.qk_id, f.start_i
 ),
 -- Layers repeat: the ops before a block's first projection (its lead) are the block's only as far as every
 -- block of its kind on the thread (same head dim and query rank) has them. Layer 0 alone leading with the
