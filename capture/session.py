@@ -242,6 +242,27 @@ def _activities(device: str) -> list[Any]:
     return activities
 
 
+def _kineto_safe(value: Any) -> Any:
+    """`value` with every string's double quotes made single, backslashes slashes and control characters
+    spaces: what JSON would escape with a backslash."""
+    if isinstance(value, str):
+        return "".join(" " if ord(c) < 32 else c for c in value.replace("\\", "/").replace('"', "'"))
+    if isinstance(value, Mapping):
+        return {_kineto_safe(k): _kineto_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_kineto_safe(v) for v in value]
+    return value
+
+
+def kineto_json(meta: Mapping[str, Any]) -> str:
+    """`meta` as the JSON text Kineto can embed: Kineto writes a metadata value into the trace with every
+    backslash turned into a slash (for Windows paths), so a JSON escape (a command line's quote, a ``python -c``
+    script's newline) would break the whole trace file. The text has no backslash: strings lose their double
+    quotes (made single), backslashes (made slashes) and control characters (made spaces), and non-ASCII
+    characters are written as they are."""
+    return json.dumps(_kineto_safe(meta), ensure_ascii=False)
+
+
 @contextmanager
 def profiling(
     path: str | os.PathLike[str],
@@ -282,7 +303,7 @@ def profiling(
     # add_metadata_json() is silently dropped ("Profiler is not initialized") while the
     # schedule is still in its wait step; preset_metadata_json() re-adds the key each
     # time a trace cycle starts, so it always lands as a top-level object in the file.
-    prof.preset_metadata_json(METADATA_KEY, json.dumps(meta))
+    prof.preset_metadata_json(METADATA_KEY, kineto_json(meta))
     recording = Recording(profiler=prof, device=device, schedule=schedule)
     prof.start()
     try:

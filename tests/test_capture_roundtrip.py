@@ -152,3 +152,32 @@ def test_hf_llama_round_trip(attn_impl, expected, tmp_path):
             assert {"qk_matmul", "softmax", "pv_matmul"} <= set(stages)
         else:
             assert {c["kv_heads"] for c in calls} == {1} and {c["heads"] for c in calls} == {2}
+
+
+def test_metadata_with_quotes_newlines_and_backslashes_keeps_the_trace_valid(tmp_path):
+    """Kineto writes the metadata's JSON text with backslashes turned into slashes: a command line with a double
+    quote or a ``python -c`` script's newline (escaped by JSON with a backslash) broke the whole trace file. The
+    metadata now reaches Kineto with no backslash, and the trace loads."""
+    import gzip
+
+    from capture.cluster import detect_cluster
+    from capture.session import Schedule, capture_metadata
+
+    meta = capture_metadata(
+        device="cpu", cluster=detect_cluster(), tag="quoted", impl="x", shapes=None, dtype="float32"
+    )
+    meta["command_line"] = 'python -c "import x\nprint(1)" C:\\runs\\a.json --name "ü"'
+    out = tmp_path / "quoted.json.gz"
+    capture.session.capture(
+        lambda: torch.ones(4) @ torch.ones(4),
+        out,
+        device="cpu",
+        metadata=meta,
+        warmup=1,
+        schedule=Schedule(wait=0, warmup=1, active=1),
+    )
+    with gzip.open(out, "rt", encoding="utf-8") as fh:
+        trace = json.load(fh)
+    assert trace["tracekit_capture"]["command_line"] == "python -c 'import x print(1)' C:/runs/a.json --name 'ü'"
+    with tracekit.load(out) as loaded:
+        assert loaded.sql("SELECT count(*) FROM cpu_slices WHERE name = 'aten::matmul'").fetchall()[0][0] >= 1
