@@ -24,7 +24,7 @@ other and at least 95 % core right (`Agreement.meets`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -175,3 +175,24 @@ def agreement(
         result.confusion = dict(confusion)
         results.append(result)
     return results
+
+
+def record_scoped(path: Path, run: Callable[[], object]) -> None:
+    """A scoped twin recorded on CPU: `run` once to warm up, then once under the profiler with shapes, module
+    scopes and Python stacks, without grad; written gzipped to `path` (``capture.zoo.strip_python_functions``
+    makes its stripped twins)."""
+    import gzip
+    import shutil
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        run()
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_modules=True, with_stack=True) as p:
+            run()
+    raw = path.with_suffix(".json")
+    p.export_chrome_trace(str(raw))
+    with open(raw, "rb") as src, gzip.open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    raw.unlink()

@@ -14,12 +14,9 @@ ours the other way (at most 5 % taken in beyond the attention modules).
 
 from __future__ import annotations
 
-import gzip
-import shutil
-
 import pytest
 from conftest import slow_unless
-from stripped_agreement import CORE_MIN_PCT, OTHER_MAX_PCT, agreement
+from stripped_agreement import CORE_MIN_PCT, OTHER_MAX_PCT, agreement, record_scoped
 
 from capture import zoo
 
@@ -55,21 +52,11 @@ EVERY_RUN = ("granite", "persimmon")
 
 def _record(path, family: str) -> None:
     config_class, model_class, kwargs, attn = FAMILIES[family]
-    from torch.profiler import ProfilerActivity, profile
-
     torch.manual_seed(0)
     config = getattr(transformers, config_class)(**kwargs)
     model = getattr(transformers, model_class)._from_config(config, attn_implementation=attn).eval()
     inputs = (torch.randn(2, 3, 32, 32),) if family == "swin" else (torch.randint(0, 64, (2, 12)),)
-    with torch.no_grad():
-        model(*inputs)
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_modules=True, with_stack=True) as p:
-            model(*inputs)
-    raw = path.with_suffix(".json")
-    p.export_chrome_trace(str(raw))
-    with open(raw, "rb") as src, gzip.open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    raw.unlink()
+    record_scoped(path, lambda: model(*inputs))
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,7 @@ the bare copy must agree with it, op by op, by CPU self time (a CPU trace has no
 
 from __future__ import annotations
 
-import gzip
 import json
-import shutil
 
 import pytest
 from conftest import slow_unless
@@ -342,7 +340,7 @@ class _MhaModel(torch.nn.Module):
 
 def _record_model(path) -> None:
     """The model in float16 (the dtype such models serve in), eval, two batch sizes, recorded with scopes."""
-    from torch.profiler import ProfilerActivity, profile
+    from stripped_agreement import record_scoped
 
     torch.manual_seed(0)
     model = _MhaModel().to(torch.float16).eval()
@@ -353,17 +351,7 @@ def _record_model(path) -> None:
         padding = torch.zeros(batch, 24, dtype=torch.bool)
         padding[1:, -4:] = True
         calls.append((x, mask, padding))
-    with torch.no_grad():
-        for c in calls:
-            model(*c)
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_modules=True, with_stack=True) as p:
-            for c in calls:
-                model(*c)
-    raw = path.with_suffix(".json")
-    p.export_chrome_trace(str(raw))
-    with open(raw, "rb") as src, gzip.open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    raw.unlink()
+    record_scoped(path, lambda: [model(*c) for c in calls])
 
 
 @pytest.mark.parametrize("shapes", [True, False], ids=["stripped", "no_shapes"])

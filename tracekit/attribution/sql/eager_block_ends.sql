@@ -163,19 +163,13 @@ u_first AS (
 -- out (a weight's transpose before its GEMM).
 u_run AS (
     SELECT f.qk_id, f.start_i, max(u.i) FILTER (WHERE u.cls NOT IN ('M', 'G', 'N')) AS before_run
-    FROM u_first f JOIN unshaped u ON u.qk_id = f.qk_id AND u.i < f.start_i
+    FROM u_first f LEFT JOIN unshaped u ON u.qk_id = f.qk_id AND u.i < f.start_i
     GROUP BY f.qk_id, f.start_i
 ),
 u_starts AS (
-    SELECT f.qk_id,
-           coalesce(min(u.i) FILTER (WHERE r.has_mask), f.start_i) AS start_i
-    FROM u_first f
-    LEFT JOIN (SELECT r.qk_id, r.before_run, bool_or(u.cls = 'M') AS has_mask
-               FROM u_run r JOIN unshaped u ON u.qk_id = r.qk_id AND u.i < r.start_i
-                                            AND u.i > coalesce(r.before_run, -1)
-               GROUP BY r.qk_id, r.before_run) r ON r.qk_id = f.qk_id
-    LEFT JOIN unshaped u ON u.qk_id = f.qk_id AND u.i < f.start_i AND u.i > coalesce(r.before_run, -1)
-    GROUP BY f.qk_id, f.start_i
+    SELECT r.qk_id, CASE WHEN bool_or(u.cls = 'M') THEN min(u.i) ELSE r.start_i END AS start_i
+    FROM u_run r LEFT JOIN unshaped u ON u.qk_id = r.qk_id AND u.i < r.start_i AND u.i > coalesce(r.before_run, -1)
+    GROUP BY r.qk_id, r.start_i
 ),
 -- Layers repeat: the ops before a block's first projection (its lead) are the block's only as far as every
 -- block of its kind on the thread (same head dim and query rank) has them. Layer 0 alone leading with the
