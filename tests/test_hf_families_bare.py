@@ -45,7 +45,7 @@ FAMILIES = {
 # DeBERTa-v2's position terms put two projections between QK^T and the softmax: without shapes the pattern
 # cannot be confirmed (attention_missed names it); its SelfOutput holds the residual add and LayerNorm, as BERT's.
 # Swin's relative position bias (its table [P, H] read by index before the SDPA op) is told by the table's
-# heads: without shapes it stays layout and other (6-8 %).
+# heads: without shapes it stays layout and other (6-11 %).
 NEEDS_SHAPES = {"deberta_v2", "swin"}
 EVERY_RUN = ("granite", "persimmon")
 
